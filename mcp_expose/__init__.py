@@ -1,0 +1,47 @@
+"""django-mcp-expose: serve a Django project's capabilities to MCP clients, governed from the admin."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AccessDenied",
+    "Conflict",
+    "InvalidInput",
+    "InvocationContext",
+    "NotFound",
+    "Principal",
+    "ToolError",
+    "__version__",
+    "tool",
+]
+
+if TYPE_CHECKING:
+    from .context import InvocationContext
+    from .declare import tool
+    from .errors import AccessDenied, Conflict, InvalidInput, NotFound, ToolError
+    from .principal import Principal
+
+_LAZY = {
+    "tool": ".declare",
+    "InvocationContext": ".context",
+    "Principal": ".principal",
+    "ToolError": ".errors",
+    "InvalidInput": ".errors",
+    "AccessDenied": ".errors",
+    "NotFound": ".errors",
+    "Conflict": ".errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that importing the package (as INSTALLED_APPS does) loads nothing Django-dependent.
+    if name in _LAZY:
+        from importlib import import_module
+
+        value = getattr(import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

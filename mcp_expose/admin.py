@@ -1,0 +1,226 @@
+"""Admin for exposure rows (switch tools on and off) and API keys (secret shown once)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from .models import ApiKey, ExposedTool
+from .registry import Capability, registry
+from .schema import thaw
+
+
+class AppLabelFilter(admin.SimpleListFilter):
+    title = _("application")
+    parameter_name = "app"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        labels = sorted({key.split(".", 1)[0] for key in ExposedTool.objects.values_list("key", flat=True)})
+        return [(label, label) for label in labels]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ExposedTool]) -> QuerySet[ExposedTool]:
+        if self.value():
+            return queryset.filter(key__startswith=f"{self.value()}.")
+        return queryset
+
+
+def _pretty_json(value: Any) -> str:
+    if value is None:
+        return "—"
+    return format_html('<pre class="mcp-json">{}</pre>', json.dumps(thaw(value), indent=2, ensure_ascii=False))
+
+
+@admin.register(ExposedTool)
+class ExposedToolAdmin(admin.ModelAdmin):
+    list_display = ["tool_name", "enabled", "key", "scopes_display", "stale_marker", "updated_at"]
+    list_display_links = ["tool_name"]
+    list_editable = ["enabled"]
+    list_filter = ["enabled", "stale", AppLabelFilter]
+    search_fields = ["key", "wire_name", "title", "description"]
+    actions = ["enable_selected", "disable_selected"]
+    readonly_fields = [
+        "key",
+        "stale",
+        "declared_name",
+        "declared_origin",
+        "declared_scopes",
+        "declared_permissions",
+        "declared_annotations",
+        "declared_description",
+        "input_schema",
+        "output_schema",
+        "created_at",
+        "updated_at",
+    ]
+    fieldsets = [
+        (None, {"fields": ["key", "enabled", "stale"]}),
+        (_("How it is offered"), {"fields": ["wire_name", "title", "description", "extra_scopes"]}),
+        (
+            _("Declared in code"),
+            {
+                "fields": [
+                    "declared_name",
+                    "declared_origin",
+                    "declared_scopes",
+                    "declared_permissions",
+                    "declared_annotations",
+                    "declared_description",
+                    "input_schema",
+                    "output_schema",
+                ]
+            },
+        ),
+        (_("History"), {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
+    ]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Rows come from declarations in code (migrate, mcp_sync), never from the admin.
+        return False
+
+    @staticmethod
+    def _capability(obj: ExposedTool | None) -> Capability | None:
+        return registry.get(obj.key) if obj is not None else None
+
+    @admin.display(description=_("tool name"), ordering="wire_name")
+    def tool_name(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        return obj.wire_name or (capability.name if capability else obj.key)
+
+    @admin.display(description=_("scopes"))
+    def scopes_display(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        scopes = (capability.scopes if capability else frozenset()) | obj.extra_scope_set
+        return " ".join(sorted(scopes)) or "—"
+
+    @admin.display(description=_("stale"), boolean=True, ordering="stale")
+    def stale_marker(self, obj: ExposedTool) -> bool:
+        return obj.stale
+
+    @admin.display(description=_("declared name"))
+    def declared_name(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        return capability.name if capability else _("(no longer in code)")
+
+    @admin.display(description=_("declared at"))
+    def declared_origin(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        return capability.origin if capability else "—"
+
+    @admin.display(description=_("declared scopes"))
+    def declared_scopes(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        return " ".join(sorted(capability.scopes)) if capability and capability.scopes else "—"
+
+    @admin.display(description=_("required permissions"))
+    def declared_permissions(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        return ", ".join(sorted(capability.permissions)) if capability and capability.permissions else "—"
+
+    @admin.display(description=_("annotations"))
+    def declared_annotations(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        return _pretty_json(capability.annotations.as_dict()) if capability else "—"
+
+    @admin.display(description=_("declared description"))
+    def declared_description(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        return capability.description if capability and capability.description else "—"
+
+    @admin.display(description=_("input schema"))
+    def input_schema(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        return _pretty_json(capability.input_schema) if capability else "—"
+
+    @admin.display(description=_("output schema"))
+    def output_schema(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        return _pretty_json(capability.output_schema) if capability else "—"
+
+    def _set_enabled(self, request: HttpRequest, queryset: QuerySet[ExposedTool], enabled: bool) -> None:
+        changed = 0
+        # Saved one by one so each change is logged and signals move the catalog revision.
+        for row in queryset.exclude(enabled=enabled):
+            row.enabled = enabled
+            row.save(update_fields=["enabled", "updated_at"])
+            self.log_change(request, row, [{"changed": {"fields": ["enabled"]}}])
+            changed += 1
+        message = (
+            ngettext("%(count)d tool enabled.", "%(count)d tools enabled.", changed)
+            if enabled
+            else ngettext("%(count)d tool disabled.", "%(count)d tools disabled.", changed)
+        )
+        self.message_user(request, message % {"count": changed}, messages.SUCCESS)
+
+    @admin.action(description=_("Enable selected tools"), permissions=["change"])
+    def enable_selected(self, request: HttpRequest, queryset: QuerySet[ExposedTool]) -> None:
+        self._set_enabled(request, queryset, True)
+
+    @admin.action(description=_("Disable selected tools"), permissions=["change"])
+    def disable_selected(self, request: HttpRequest, queryset: QuerySet[ExposedTool]) -> None:
+        self._set_enabled(request, queryset, False)
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "prefix", "scopes", "status", "expires_at", "last_used_at", "created_at"]
+    list_filter = ["revoked_at", "expires_at"]
+    search_fields = ["name", "prefix", "user__username", "scopes"]
+    raw_id_fields = ["user"]
+    actions = ["revoke_selected"]
+    readonly_fields = ["prefix", "revoked_at", "last_used_at", "created_at"]
+    created_template = "admin/mcp_expose/apikey/created.html"
+
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+        if obj is None:
+            return ["name", "user", "scopes", "expires_at"]
+        return ["name", "user", "prefix", "scopes", "expires_at", "revoked_at", "last_used_at", "created_at"]
+
+    @admin.display(description=_("status"))
+    def status(self, obj: ApiKey) -> str:
+        if obj.revoked_at is not None:
+            return str(_("revoked"))
+        if not obj.is_usable:
+            return str(_("expired or user inactive"))
+        return str(_("active"))
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        if not change:
+            request._mcp_api_key_secret = obj.assign_secret()  # type: ignore[attr-defined]
+        super().save_model(request, obj, form, change)
+
+    def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None) -> HttpResponse:
+        """Show the secret in this response only; it is not stored and cannot be shown again."""
+        secret = getattr(request, "_mcp_api_key_secret", None)
+        if secret is None:
+            return super().response_add(request, obj, post_url_continue)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": _("API key created"),
+            "api_key": obj,
+            "secret": secret,
+        }
+        response = TemplateResponse(request, self.created_template, context)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @admin.action(description=_("Revoke selected API keys"), permissions=["change"])
+    def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        revoked = 0
+        for key in queryset.filter(revoked_at__isnull=True):
+            key.revoke()
+            self.log_change(request, key, [{"changed": {"fields": ["revoked_at"]}}])
+            revoked += 1
+        self.message_user(
+            request,
+            ngettext("%(count)d API key revoked.", "%(count)d API keys revoked.", revoked) % {"count": revoked},
+            messages.SUCCESS,
+        )

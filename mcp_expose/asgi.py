@@ -1,0 +1,162 @@
+"""The ASGI entry: the MCP endpoint in front of Django.
+
+`get_asgi_application()` returns an app that serves the MCP path itself (edge
+checks, authentication, then the SDK's Streamable HTTP manager) and hands
+every other request to Django. It owns the lifespan, which Django refuses, and
+starts the SDK manager on first use when the server sends no lifespan events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from urllib.parse import parse_qsl
+
+from asgiref.sync import sync_to_async
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .auth import AuthFailure, authenticate
+from .catalog import Catalog, CatalogProvider
+from .catalog import provider as default_provider
+from .conf import get_settings
+from .edge import check_request
+from .principal import Principal
+from .server import CATALOG_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, build_server
+
+logger = logging.getLogger("mcp_expose.asgi")
+
+
+def get_asgi_application(django_app: ASGIApp | None = None) -> McpExposeASGI:
+    """Wrap Django's ASGI app (or `django_app`) with the MCP endpoint."""
+    if django_app is None:
+        from django.core.asgi import get_asgi_application as django_asgi
+
+        django_app = django_asgi()
+    return McpExposeASGI(django_app)
+
+
+class McpExposeASGI:
+    def __init__(self, django_app: ASGIApp, *, provider: CatalogProvider | None = None) -> None:
+        self.django_app = django_app
+        self.provider = provider if provider is not None else default_provider
+        conf = get_settings()
+        self.path = conf.PATH.rstrip("/")
+        self.manager = StreamableHTTPSessionManager(
+            app=build_server(provider=self.provider),
+            json_response=conf.JSON_RESPONSE,
+            # The legacy (2025-11-25) path runs stateless too: any worker can answer any request.
+            stateless=True,
+            # Host and Origin are checked by our edge against Django's settings.
+            security_settings=None,
+            max_request_body_size=conf.MAX_REQUEST_BODY_SIZE,
+        )
+        self.mcp_app = AuthContextMiddleware(StreamableHTTPASGIApp(self.manager))
+        self._started = asyncio.Event()
+        self._start_lock = asyncio.Lock()
+        self._background: asyncio.Task[None] | None = None
+        self._exit = asyncio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http" and scope["path"] in (self.path, self.path + "/"):
+            await self._serve_mcp(scope, receive, send)
+        else:
+            await self.django_app(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        await receive()  # lifespan.startup
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                await stack.enter_async_context(self.manager.run())
+            except Exception as exc:
+                logger.exception("MCP session manager failed to start")
+                await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                return
+            self._started.set()
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def _ensure_started(self) -> None:
+        """Start the manager for servers that send no lifespan events (daphne, runserver)."""
+        if self._started.is_set():
+            return
+        async with self._start_lock:
+            if self._started.is_set():
+                return
+            self._background = asyncio.get_running_loop().create_task(self._run_manager_until_exit())
+            await self._started.wait()
+
+    async def _run_manager_until_exit(self) -> None:
+        async with self.manager.run():
+            self._started.set()
+            await self._exit.wait()
+
+    async def _serve_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _headers(scope)
+        refusal = check_request(scope.get("scheme", "http"), headers)
+        if refusal is not None:
+            await _json_error(refusal.status, refusal.error, refusal.description)(scope, receive, send)
+            return
+        query_keys = frozenset(key for key, _ in parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        result, catalog = await sync_to_async(self._authenticate, thread_sensitive=True)(headers, query_keys)
+        if isinstance(result, AuthFailure):
+            await _challenge(result)(scope, receive, send)
+            return
+        await self._ensure_started()
+        scope = dict(scope)
+        scope[PRINCIPAL_SCOPE_KEY] = result
+        scope[CATALOG_SCOPE_KEY] = catalog
+        scope["user"] = AuthenticatedUser(_access_token_for(result))
+        await self.mcp_app(scope, receive, send)
+
+    def _authenticate(
+        self, headers: Mapping[str, str], query_keys: frozenset[str]
+    ) -> tuple[Principal | AuthFailure, Catalog | None]:
+        """One thread hop for everything a request needs from the database and cache."""
+        result = authenticate(headers, query_keys)
+        if isinstance(result, AuthFailure):
+            return result, None
+        return result, self.provider.get_sync()
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    # ASGI gives lower-case names; repeated headers are joined as HTTP allows.
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in scope.get("headers", []):
+        name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    return headers
+
+
+def _access_token_for(principal: Principal) -> AccessToken:
+    """The SDK's view of the caller (binds request state to it). Carries identifiers, never the secret."""
+    if principal.method == "api_key":
+        client_id = f"api-key:{principal.api_key_prefix}"
+    else:
+        client_id = principal.client_id or principal.method
+    user_pk = getattr(principal.user, "pk", None)
+    return AccessToken(
+        token=client_id,
+        client_id=client_id,
+        scopes=sorted(principal.scopes),
+        subject=str(user_pk) if user_pk is not None else None,
+    )
+
+
+def _json_error(status: int, error: str, description: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": error, "error_description": description}, status_code=status, headers=headers)
+
+
+def _challenge(failure: AuthFailure) -> JSONResponse:
+    params = [] if failure.error is None else [f'error="{failure.error}"', f'error_description="{failure.description}"']
+    header = "Bearer" + (" " + ", ".join(params) if params else "")
+    return _json_error(failure.status, failure.error or "unauthorized", failure.description, {"WWW-Authenticate": header})

@@ -1,0 +1,91 @@
+"""Turn the credentials on an MCP request into a `Principal`, or say precisely why not.
+
+Runs in a sync thread hop (it reads the database). Secrets never reach a log:
+only a key's public prefix is ever mentioned.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from .conf import get_settings
+from .principal import Principal, anonymous_principal, principal_for_user
+
+logger = logging.getLogger("mcp_expose.auth")
+
+
+@dataclass(frozen=True, slots=True)
+class AuthFailure:
+    """Why a request is refused with 401. `error` is None when no credentials were presented (RFC 6750 §3.1)."""
+
+    error: str | None
+    description: str
+    status: int = 401
+
+
+MISSING = AuthFailure(None, "Authentication required. Send 'Authorization: Bearer <API key or access token>'.")
+INVALID_TOKEN = AuthFailure("invalid_token", "The credentials are invalid, expired or revoked.")
+WRONG_SCHEME = AuthFailure("invalid_request", "Use the Bearer authorization scheme.")
+TOKEN_IN_URL = AuthFailure("invalid_request", "Send credentials in the Authorization header, never in the URL.")
+
+# RFC 6750 §2.3 names the query parameter; refusing it keeps tokens out of access logs and browser history.
+URL_TOKEN_PARAMETERS = frozenset({"access_token", "api_key"})
+
+
+def authenticate(headers: Mapping[str, str], query_keys: frozenset[str] = frozenset()) -> Principal | AuthFailure:
+    """The caller behind `headers` (lower-cased names). Sync: touches the database."""
+    if query_keys & URL_TOKEN_PARAMETERS:
+        return TOKEN_IN_URL
+    authorization = headers.get("authorization")
+    if not authorization:
+        conf = get_settings()
+        if conf.ALLOW_ANONYMOUS:
+            return anonymous_principal(frozenset(conf.ANONYMOUS_SCOPES))
+        return MISSING
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer":
+        return WRONG_SCHEME
+    if not token:
+        return INVALID_TOKEN
+    close_old_connections()
+    try:
+        return authenticate_api_key(token)
+    finally:
+        close_old_connections()
+
+
+def authenticate_api_key(secret: str) -> Principal | AuthFailure:
+    from .models import ApiKey
+
+    prefix = ApiKey.prefix_of(secret)
+    if prefix is None:
+        return INVALID_TOKEN
+    key = ApiKey.objects.select_related("user").filter(prefix=prefix).first()
+    if key is None or not key.matches(secret):
+        logger.info("Refused an API key with prefix %s: unknown or wrong secret", prefix)
+        return INVALID_TOKEN
+    if not key.is_usable:
+        logger.info("Refused API key %s: revoked, expired or its user is inactive", prefix)
+        return INVALID_TOKEN
+    _touch(key)
+    return principal_for_user(
+        key.user, key.scope_set, "api_key", api_key_id=key.pk, api_key_prefix=key.prefix, credential=key
+    )
+
+
+def _touch(key: object) -> None:
+    """Record use, at most once per interval, with one UPDATE and no signals."""
+    from .models import ApiKey
+
+    now = timezone.now()
+    interval = timedelta(seconds=get_settings().API_KEY_LAST_USED_INTERVAL)
+    last = getattr(key, "last_used_at", None)
+    if last is None or now - last >= interval:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)  # type: ignore[attr-defined]

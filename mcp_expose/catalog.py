@@ -1,0 +1,159 @@
+"""The catalog: an immutable join of declarations and exposure rows.
+
+`compile_catalog` is pure (no database, no cache), so every rule about what is
+served can be tested without either. `CatalogProvider` is the only code that
+reads rows, and it recompiles only when the revision stamp changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from .names import name_problem, split_scopes
+from .registry import Annotations, Capability, CapabilityRegistry
+from .registry import registry as default_registry
+from .revision import current_revision
+
+logger = logging.getLogger("mcp_expose.catalog")
+
+
+class ExposureRow(Protocol):
+    """The fields of an `ExposedTool` row the compiler reads."""
+
+    key: str
+    enabled: bool
+    wire_name: str
+    title: str
+    description: str
+    extra_scopes: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEntry:
+    """One tool as it is served: the capability with the row's decisions applied."""
+
+    name: str
+    key: str
+    title: str | None
+    description: str
+    scopes: frozenset[str]
+    permissions: frozenset[str]
+    annotations: Annotations
+    capability: Capability
+
+    @property
+    def input_schema(self) -> Mapping[str, Any]:
+        return self.capability.input_schema
+
+    @property
+    def output_schema(self) -> Mapping[str, Any] | None:
+        return self.capability.output_schema
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    revision: str | None
+    tools: tuple[ToolEntry, ...]
+    by_name: Mapping[str, ToolEntry]
+    # Entries left out because of a conflict the admin must resolve, as messages.
+    problems: tuple[str, ...] = ()
+
+    def get(self, name: str) -> ToolEntry | None:
+        return self.by_name.get(name)
+
+
+def compile_catalog(
+    capabilities: Iterable[Capability], rows: Mapping[str, ExposureRow], revision: str | None = None
+) -> Catalog:
+    """Join declarations and rows into the served catalog, in declaration order.
+
+    A capability without a row is served as its declaration says (rows are
+    created on migrate; this covers the window before that). A row without a
+    capability is stale and ignored. Names are unique ignoring case: should rows
+    ever produce a clash, the earlier declaration keeps the name and the later
+    one is left out and reported.
+    """
+    tools: list[ToolEntry] = []
+    by_name: dict[str, ToolEntry] = {}
+    taken: dict[str, str] = {}
+    problems: list[str] = []
+    seen_keys: set[str] = set()
+    for capability in capabilities:
+        if capability.key in seen_keys:
+            continue
+        seen_keys.add(capability.key)
+        row = rows.get(capability.key)
+        if not (row.enabled if row is not None else capability.enabled_by_default):
+            continue
+        name = (row.wire_name if row is not None else "") or capability.name
+        if name_problem(name):
+            problems.append(f"{capability.key}: invalid tool name {name!r}; not served.")
+            continue
+        folded = name.casefold()
+        if folded in taken:
+            problems.append(f"{capability.key}: tool name {name!r} is already used by {taken[folded]}; not served.")
+            continue
+        taken[folded] = capability.key
+        entry = ToolEntry(
+            name=name,
+            key=capability.key,
+            title=(row.title if row is not None else "") or capability.title,
+            description=(row.description if row is not None else "") or capability.description,
+            scopes=capability.scopes | (split_scopes(row.extra_scopes) if row is not None else frozenset()),
+            permissions=capability.permissions,
+            annotations=capability.annotations,
+            capability=capability,
+        )
+        tools.append(entry)
+        by_name[name] = entry
+    return Catalog(
+        revision=revision, tools=tuple(tools), by_name=MappingProxyType(by_name), problems=tuple(problems)
+    )
+
+
+class CatalogProvider:
+    """Serves the compiled catalog, recompiling when the revision stamp moves.
+
+    `get_sync()` reads one cache key per call and queries rows only when the
+    stamp changed; call it from a sync context (it may touch the database).
+    """
+
+    def __init__(self, registry: CapabilityRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else default_registry
+        self._catalog: Catalog | None = None
+        self._lock = threading.Lock()
+
+    def get_sync(self) -> Catalog:
+        revision = current_revision()
+        catalog = self._catalog
+        if catalog is not None and catalog.revision == revision:
+            return catalog
+        with self._lock:
+            if self._catalog is not None and self._catalog.revision == revision:
+                return self._catalog
+            catalog = compile_catalog(self.registry, self._load_rows(), revision)
+            for problem in catalog.problems:
+                logger.warning("Catalog: %s", problem)
+            self._catalog = catalog
+            return catalog
+
+    def peek(self) -> Catalog | None:
+        """The last compiled catalog, without checking the stamp (no I/O)."""
+        return self._catalog
+
+    def invalidate(self) -> None:
+        self._catalog = None
+
+    @staticmethod
+    def _load_rows() -> dict[str, ExposureRow]:
+        from .models import ExposedTool
+
+        return {row.key: row for row in ExposedTool.objects.all()}
+
+
+provider = CatalogProvider()

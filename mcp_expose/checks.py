@@ -1,0 +1,112 @@
+"""System checks: `mcp_expose.E0xx` stop the server, `W0xx` warn. Each says what to change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+
+from .conf import DEFAULTS, get_settings
+from .registry import CapabilityRegistry
+from .registry import registry as default_registry
+
+
+def declaration_messages(registry: CapabilityRegistry) -> list[checks.CheckMessage]:
+    return [checks.Error(message, hint=hint, id=check_id) for check_id, message, hint in registry.problems()]
+
+
+@checks.register(checks.Tags.compatibility)
+def check_declarations(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    return declaration_messages(default_registry)
+
+
+@checks.register(checks.Tags.compatibility)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    conf = get_settings()
+    messages: list[checks.CheckMessage] = []
+    for key in conf.unknown_keys:
+        messages.append(
+            checks.Error(
+                f"MCP_EXPOSE has an unknown key {key!r}.",
+                hint=f"Valid keys: {', '.join(sorted(DEFAULTS))}.",
+                id="mcp_expose.E001",
+            )
+        )
+    path = conf.PATH
+    if not isinstance(path, str) or not path.startswith("/") or path.endswith("/") or len(path) < 2:
+        messages.append(
+            checks.Error(
+                f"MCP_EXPOSE['PATH'] is {path!r}.",
+                hint="Use an absolute path without a trailing slash, such as '/mcp'.",
+                id="mcp_expose.E005",
+            )
+        )
+    size = conf.MAX_REQUEST_BODY_SIZE
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        messages.append(
+            checks.Error(
+                f"MCP_EXPOSE['MAX_REQUEST_BODY_SIZE'] is {size!r}.",
+                hint="Use a positive number of bytes, such as 4 * 1024 * 1024.",
+                id="mcp_expose.E006",
+            )
+        )
+    for origin in conf.ALLOWED_ORIGINS:
+        if not isinstance(origin, str) or "://" not in origin or origin.endswith("/"):
+            messages.append(
+                checks.Error(
+                    f"MCP_EXPOSE['ALLOWED_ORIGINS'] contains {origin!r}.",
+                    hint="Write origins as scheme://host[:port], for example 'https://app.example.com' "
+                    "or 'http://localhost:*'.",
+                    id="mcp_expose.E007",
+                )
+            )
+    cache_alias = conf.CACHE_ALIAS
+    backend = settings.CACHES.get(cache_alias, {}).get("BACKEND", "")
+    if cache_alias not in settings.CACHES:
+        messages.append(
+            checks.Error(
+                f"MCP_EXPOSE['CACHE_ALIAS'] names the cache {cache_alias!r}, which is not in CACHES.",
+                hint="Point it at a cache every server process shares.",
+                id="mcp_expose.E008",
+            )
+        )
+    elif backend.endswith(("LocMemCache", "DummyCache")):
+        messages.append(
+            checks.Warning(
+                f"The cache {cache_alias!r} ({backend.rsplit('.', 1)[-1]}) is private to one process, so admin "
+                "changes reach other server processes only when they restart.",
+                hint="Use Redis, Memcached, the database or file cache when running more than one process.",
+                id="mcp_expose.W001",
+            )
+        )
+    return messages
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def check_anonymous_access(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    if get_settings().ALLOW_ANONYMOUS and not settings.DEBUG:
+        return [
+            checks.Error(
+                "MCP_EXPOSE['ALLOW_ANONYMOUS'] is on in a deployment (DEBUG is False): anyone can call tools.",
+                hint="Turn ALLOW_ANONYMOUS off and give clients API keys or OAuth tokens.",
+                id="mcp_expose.E009",
+            )
+        ]
+    return []
+
+
+@checks.register(checks.Tags.database)
+def check_rows(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Rows whose name clashes are left out of the catalog; say which."""
+    if not databases:
+        return []
+    from .catalog import compile_catalog
+    from .models import ExposedTool
+
+    rows = {row.key: row for row in ExposedTool.objects.all()}
+    catalog = compile_catalog(default_registry, rows)
+    return [
+        checks.Warning(problem, hint="Rename the tool in the admin.", id="mcp_expose.W002")
+        for problem in catalog.problems
+    ]

@@ -1,0 +1,69 @@
+"""The `MCP_EXPOSE` settings dict, read lazily and reloaded when tests override it.
+
+Values are read at call time through `get_settings()`, never copied into class
+attributes at import, so `override_settings(MCP_EXPOSE=...)` always takes effect.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+DEFAULTS: dict[str, Any] = {
+    # Where MCP clients connect. Served exactly, with and without a trailing slash.
+    "PATH": "/mcp",
+    # Identity reported in serverInfo.
+    "SERVER_NAME": "django-mcp-expose",
+    "SERVER_TITLE": None,
+    "INSTRUCTIONS": None,
+    # Origins allowed besides the request's own. Entries are exact; "http://localhost:*" matches any port.
+    "ALLOWED_ORIGINS": [],
+    # Largest accepted request body, in bytes; larger bodies get 413.
+    "MAX_REQUEST_BODY_SIZE": 4 * 1024 * 1024,
+    # Serve callers without credentials. Refused by a deploy check when DEBUG is False.
+    "ALLOW_ANONYMOUS": False,
+    # Scopes an anonymous caller holds when ALLOW_ANONYMOUS is on.
+    "ANONYMOUS_SCOPES": [],
+    # Module name searched in every installed app for declarations.
+    "AUTODISCOVER_MODULE": "mcp",
+    # Cache alias holding the catalog revision stamp. Must be shared by every process.
+    "CACHE_ALIAS": "default",
+    # How often (seconds) an API key's last_used_at is written at most.
+    "API_KEY_LAST_USED_INTERVAL": 60,
+    # Answer every MCP request as JSON instead of SSE. Off: SSE lets clients see progress and
+    # lets a disconnect cancel a running call.
+    "JSON_RESPONSE": False,
+}
+
+
+class ExposeSettings:
+    """Attribute access to `MCP_EXPOSE` with the defaults filled in."""
+
+    def __init__(self, user_settings: dict[str, Any] | None = None) -> None:
+        self.user_settings = dict(user_settings or {})
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"Invalid MCP_EXPOSE setting: {name!r}")
+        value = self.user_settings.get(name, DEFAULTS[name])
+        setattr(self, name, value)
+        return value
+
+    @property
+    def unknown_keys(self) -> list[str]:
+        return sorted(set(self.user_settings) - set(DEFAULTS))
+
+
+@cache
+def get_settings() -> ExposeSettings:
+    return ExposeSettings(getattr(settings, "MCP_EXPOSE", None))
+
+
+@receiver(setting_changed)
+def _reload_settings(*, setting: str, **kwargs: Any) -> None:
+    if setting == "MCP_EXPOSE":
+        get_settings.cache_clear()

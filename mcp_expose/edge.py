@@ -1,0 +1,94 @@
+"""Checks made on an MCP request before anything reads its body: Host, Origin, size.
+
+Pure functions over headers and settings, so each rule is testable on its own.
+The ASGI entry turns a returned `EdgeRefusal` into an HTTP response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+from .conf import get_settings
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRefusal:
+    status: int
+    error: str
+    description: str
+
+
+def request_scheme(scheme: str, headers: Mapping[str, str]) -> str:
+    """The scheme the client used, honouring Django's SECURE_PROXY_SSL_HEADER like `HttpRequest.scheme`."""
+    proxy_header = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy_header:
+        name, secure_value = proxy_header
+        name = name.lower().removeprefix("http_").replace("_", "-")
+        value = headers.get(name)
+        if value is not None:
+            return "https" if value.split(",", 1)[0].strip() == secure_value else "http"
+    return scheme
+
+
+def allowed_hosts() -> list[str]:
+    """ALLOWED_HOSTS, with Django's own DEBUG fallback to localhost."""
+    hosts = list(settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not hosts:
+        hosts = [".localhost", "127.0.0.1", "[::1]"]
+    return hosts
+
+
+def check_host(headers: Mapping[str, str]) -> EdgeRefusal | None:
+    host = headers.get("host", "")
+    domain, _port = split_domain_port(host)
+    if not domain or not validate_host(domain, allowed_hosts()):
+        return EdgeRefusal(400, "invalid_host", "The Host header is not one this server answers to.")
+    return None
+
+
+def origin_allowed(origin: str, own_origin: str, allowed: list[str]) -> bool:
+    """Same-origin, or listed. A listed 'scheme://host:*' matches any port of that host."""
+    if origin == own_origin:
+        return True
+    parts = urlsplit(origin)
+    for entry in allowed:
+        if entry == origin:
+            return True
+        if entry.endswith(":*"):
+            entry_parts = urlsplit(entry[:-2])
+            if (parts.scheme, parts.hostname) == (entry_parts.scheme, entry_parts.hostname):
+                return True
+    return False
+
+
+def check_origin(scheme: str, headers: Mapping[str, str]) -> EdgeRefusal | None:
+    """An absent Origin is fine (non-browser clients); a foreign one is a DNS-rebinding or CSRF attempt."""
+    origin = headers.get("origin")
+    if origin is None:
+        return None
+    own = f"{request_scheme(scheme, headers)}://{headers.get('host', '')}".lower()
+    if not origin_allowed(origin.lower(), own, [entry.lower() for entry in get_settings().ALLOWED_ORIGINS]):
+        return EdgeRefusal(403, "forbidden_origin", "Requests from this Origin are not allowed.")
+    return None
+
+
+def check_body_size(headers: Mapping[str, str]) -> EdgeRefusal | None:
+    """Refuse a declared oversized body before reading it; the transport also counts streamed bytes."""
+    length = headers.get("content-length")
+    if length is None:
+        return None
+    if not length.isdigit():
+        return EdgeRefusal(400, "invalid_request", "The Content-Length header is not a number.")
+    limit = get_settings().MAX_REQUEST_BODY_SIZE
+    if int(length) > limit:
+        return EdgeRefusal(413, "request_too_large", f"The request body exceeds {limit} bytes.")
+    return None
+
+
+def check_request(scheme: str, headers: Mapping[str, str]) -> EdgeRefusal | None:
+    return check_host(headers) or check_origin(scheme, headers) or check_body_size(headers)

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.core.management.base import BaseCommand, CommandError
+
+from ...catalog import provider
+from ...dispatch import call_tool
+from ...errors import UnknownTool
+from ...server import render_outcome
+from ..cli import local_principal
+
+
+class Command(BaseCommand):
+    help = "Call a tool as a user, through the same dispatcher and policy as MCP clients."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("tool", help="The tool's name, as tools/list shows it.")
+        parser.add_argument("arguments", nargs="?", default="{}", help="The arguments as a JSON object.")
+        parser.add_argument("--user", required=True, help="Call as this user.")
+        parser.add_argument("--scopes", help="Space-separated scopes the caller holds (default: all).")
+
+    def handle(self, *args: Any, tool: str, arguments: str, user: str, scopes: str | None, **options: Any) -> None:
+        try:
+            parsed = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"The arguments are not valid JSON: {exc}.") from None
+        if not isinstance(parsed, dict):
+            raise CommandError("The arguments must be a JSON object, such as '{\"book_id\": 1}'.")
+        catalog = provider.get_sync()
+        principal = local_principal(user, scopes, catalog)
+        try:
+            outcome = async_to_sync(call_tool)(catalog, principal, tool, parsed)
+        except UnknownTool as exc:
+            raise CommandError(f"{exc} (unknown, disabled, or not available to {user!r}).") from None
+        result = render_outcome(outcome).model_dump(mode="json", by_alias=True, exclude_none=True)
+        self.stdout.write(json.dumps(result["structuredContent"], indent=2, ensure_ascii=False, sort_keys=True))
+        if result.get("isError"):
+            raise CommandError(f"The tool {tool!r} reported an error.", returncode=1)

@@ -1,0 +1,38 @@
+"""A Django `HttpRequest` for code that wants one, built from the MCP caller, never from a loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.http import HttpRequest
+
+from .conf import get_settings
+from .principal import Principal
+
+# Credentials stay with the edge; code reads the caller from request.user / request.auth.
+WITHHELD_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+
+
+def build_http_request(principal: Principal, headers: Mapping[str, str], method: str = "POST") -> HttpRequest:
+    request = HttpRequest()
+    request.method = method
+    request.path = request.path_info = get_settings().PATH
+    meta: dict[str, str] = {"REQUEST_METHOD": method, "SCRIPT_NAME": ""}
+    for name, value in headers.items():
+        lowered = name.lower()
+        if lowered in WITHHELD_HEADERS:
+            continue
+        if lowered == "content-type":
+            meta["CONTENT_TYPE"] = value
+        elif lowered == "content-length":
+            meta["CONTENT_LENGTH"] = value
+        else:
+            meta["HTTP_" + lowered.upper().replace("-", "_")] = value
+    host = meta.get("HTTP_HOST", "localhost")
+    meta.setdefault("SERVER_NAME", host.rsplit(":", 1)[0])
+    meta.setdefault("SERVER_PORT", host.rsplit(":", 1)[1] if ":" in host else "80")
+    request.META = meta
+    request.user = principal.user
+    request.auth = principal.credential  # type: ignore[attr-defined]
+    request.mcp_principal = principal  # type: ignore[attr-defined]
+    return request

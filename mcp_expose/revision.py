@@ -1,0 +1,41 @@
+"""The catalog revision stamp: one cache key every process compares on each request.
+
+Saving an exposure row writes a new stamp after the transaction commits; a
+process that sees a stamp it has not compiled recompiles its catalog.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.core.cache import caches
+
+from .conf import get_settings
+
+REVISION_KEY = "mcp_expose:catalog-revision"
+# Long enough to outlive any process; a missing stamp is recreated anyway.
+REVISION_TIMEOUT = 60 * 60 * 24 * 30
+
+
+def _cache():  # type: ignore[no-untyped-def]
+    return caches[get_settings().CACHE_ALIAS]
+
+
+def current_revision() -> str:
+    """The current stamp, creating one when the cache has none (first start, eviction, flush).
+
+    A fresh stamp after an eviction makes every process recompile, so a change
+    can never be missed because its stamp was lost.
+    """
+    cache = _cache()
+    stamp = cache.get(REVISION_KEY)
+    if stamp is None:
+        cache.add(REVISION_KEY, uuid.uuid4().hex, REVISION_TIMEOUT)
+        stamp = cache.get(REVISION_KEY) or "unstamped"
+    return str(stamp)
+
+
+def bump_revision() -> str:
+    stamp = uuid.uuid4().hex
+    _cache().set(REVISION_KEY, stamp, REVISION_TIMEOUT)
+    return stamp

@@ -1,0 +1,233 @@
+"""Input and output schemas from a function's type hints, and argument validation.
+
+Schemas are closed objects with every `$ref` inlined: many clients cannot follow
+references, and a closed object tells the model exactly which keys exist.
+Arguments are validated in pydantic's strict JSON mode, so what the schema
+says (an integer is an integer, not the string "5") is what is accepted.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import GenerateJsonSchema
+from typing_extensions import is_typeddict
+
+from .context import InvocationContext
+from .errors import DeclarationError, InvalidInput
+from .principal import Principal
+
+Injection = Literal["context", "principal", "request"]
+INJECTED_NAMES: Mapping[str, Injection] = {"principal": "principal", "request": "request"}
+MAX_SCHEMA_DEPTH = 64
+
+
+class _QuietTitles(GenerateJsonSchema):
+    """Leave out the titles pydantic derives from names: they cost tokens and say nothing."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSignature:
+    """Everything the dispatcher needs to know about a function's parameters and result."""
+
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any] | None
+    injections: Mapping[str, Injection]
+    arguments_model: type[BaseModel]
+    output_adapter: TypeAdapter[Any] | None
+
+    def validate_arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Check `arguments` against the input schema; return them as Python values.
+
+        Raises `InvalidInput` whose details list each problem with a JSON path.
+        Input values are never echoed back.
+        """
+        payload = json.dumps(dict(arguments or {}), allow_nan=False)
+        try:
+            parsed = self.arguments_model.model_validate_json(payload, strict=True)
+        except ValidationError as exc:
+            raise InvalidInput(
+                "The arguments do not match the tool's input schema.", details=validation_problems(exc)
+            ) from None
+        return {name: getattr(parsed, name) for name in type(parsed).model_fields}
+
+    def validate_result(self, value: Any) -> Any:
+        """Validate a result against the output schema and return its JSON form."""
+        assert self.output_adapter is not None
+        return self.output_adapter.dump_python(self.output_adapter.validate_python(value), mode="json")
+
+
+def json_path(location: tuple[int | str, ...]) -> str:
+    """`("items", 0, "name")` as `$.items[0].name`."""
+    path = "$"
+    for part in location:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def validation_problems(exc: ValidationError) -> list[dict[str, str]]:
+    """Pydantic errors as `{"path", "message"}` pairs, without the offending values."""
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "Unexpected argument; it is not in the tool's input schema."
+        problems.append({"path": json_path(tuple(error["loc"])), "message": message})
+    return problems
+
+
+def build_signature(func: Callable[..., Any], *, origin: str) -> ToolSignature:
+    """Read `func`'s parameters and return annotation into a `ToolSignature`.
+
+    Raises `DeclarationError` for anything that cannot be expressed as a closed,
+    reference-free JSON schema, naming `origin` (the declaration) in the message.
+    """
+    try:
+        hints = get_type_hints(func, include_extras=True)
+    except Exception as exc:  # NameError for unresolvable forward references, and the like.
+        raise DeclarationError(f"{origin}: cannot resolve its type hints ({exc}).") from exc
+    fields: dict[str, Any] = {}
+    injections: dict[str, Injection] = {}
+    for param in inspect.signature(func).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise DeclarationError(
+                f"{origin}: parameter {param.name!r} is {param.kind.description}; "
+                "tools take named arguments only, so declare each one as a regular parameter."
+            )
+        annotation = hints.get(param.name, inspect.Parameter.empty)
+        injection = _injection_for(param.name, annotation)
+        if injection is not None:
+            injections[param.name] = injection
+            continue
+        if annotation is inspect.Parameter.empty:
+            raise DeclarationError(
+                f"{origin}: parameter {param.name!r} has no type hint. Annotate it so its schema is known "
+                "(use typing.Any to accept any JSON value)."
+            )
+        fields[param.name] = _field_for(annotation, param.default)
+    model = create_model(  # type: ignore[call-overload]
+        f"{func.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    try:
+        raw = model.model_json_schema(schema_generator=_QuietTitles)
+    except Exception as exc:
+        raise DeclarationError(f"{origin}: its parameters cannot be described as JSON schema ({exc}).") from exc
+    input_schema = close_object(inline_refs(raw, origin=origin))
+    output_schema, output_adapter = _output_schema(hints.get("return"), origin=origin)
+    return ToolSignature(
+        input_schema=freeze(input_schema),
+        output_schema=freeze(output_schema) if output_schema is not None else None,
+        injections=MappingProxyType(injections),
+        arguments_model=model,
+        output_adapter=output_adapter,
+    )
+
+
+def _injection_for(name: str, annotation: Any) -> Injection | None:
+    base = get_args(annotation)[0] if get_origin(annotation) is Annotated else annotation
+    if isinstance(base, type):
+        if issubclass(base, InvocationContext):
+            return "context"
+        if issubclass(base, Principal):
+            return "principal"
+    return INJECTED_NAMES.get(name)
+
+
+def _field_for(annotation: Any, default: Any) -> tuple[Any, Any]:
+    if isinstance(default, FieldInfo):
+        return (annotation, default)
+    return (annotation, ... if default is inspect.Parameter.empty else default)
+
+
+def _output_schema(annotation: Any, *, origin: str) -> tuple[dict[str, Any] | None, TypeAdapter[Any] | None]:
+    """An output schema only for models and TypedDicts: the shapes a client can rely on."""
+    if not (isinstance(annotation, type) and (issubclass(annotation, BaseModel) or is_typeddict(annotation))):
+        return None, None
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+        raw = adapter.json_schema(mode="serialization", schema_generator=_QuietTitles)
+    except Exception as exc:
+        raise DeclarationError(f"{origin}: its return type cannot be described as JSON schema ({exc}).") from exc
+    schema = inline_refs(raw, origin=origin)
+    schema.pop("title", None)
+    return schema, adapter
+
+
+def inline_refs(schema: dict[str, Any], *, origin: str) -> dict[str, Any]:
+    """Replace every local `$ref` with the definition it points to.
+
+    A recursive type cannot be inlined; it is refused with advice instead.
+    """
+    definitions = schema.get("$defs", {})
+
+    def resolve(node: Any, stack: tuple[str, ...]) -> Any:
+        if len(stack) > MAX_SCHEMA_DEPTH:
+            raise DeclarationError(f"{origin}: its schema nests more than {MAX_SCHEMA_DEPTH} levels of types.")
+        if isinstance(node, list):
+            return [resolve(item, stack) for item in node]
+        if not isinstance(node, dict):
+            return node
+        node = {key: value for key, value in node.items() if key != "$defs"}
+        all_of = node.get("allOf")
+        if isinstance(all_of, list) and len(all_of) == 1 and isinstance(all_of[0], dict) and "$ref" in all_of[0]:
+            node.pop("allOf")
+            node = {**all_of[0], **node}
+        if "$ref" in node:
+            ref = node.pop("$ref")
+            name = ref.rsplit("/", 1)[-1]
+            if not ref.startswith("#/$defs/") or name not in definitions:
+                raise DeclarationError(f"{origin}: its schema refers to {ref!r}, which cannot be inlined.")
+            if name in stack:
+                raise DeclarationError(
+                    f"{origin}: type {name!r} refers to itself, and a recursive type cannot be inlined into a "
+                    "reference-free schema. Use a flat shape instead, for example a list of items that name "
+                    "their parent by id, or accept the nested part as `dict[str, Any]`."
+                )
+            target = resolve(copy.deepcopy(definitions[name]), (*stack, name))
+            target.pop("title", None)
+            node = {**target, **node}
+        if "const" in node and "enum" not in node:
+            node["enum"] = [node.pop("const")]
+        return {key: resolve(value, stack) for key, value in node.items()}
+
+    return resolve(schema, ())
+
+
+def close_object(schema: dict[str, Any]) -> dict[str, Any]:
+    """The root of an input schema: an object with no keys beyond its properties."""
+    schema.pop("title", None)
+    schema["type"] = "object"
+    schema.setdefault("properties", {})
+    if not schema.get("required"):
+        schema.pop("required", None)
+    schema["additionalProperties"] = False
+    return schema
+
+
+def freeze(value: Any) -> Any:
+    """A read-only view of a JSON-like structure, so compiled schemas cannot be mutated."""
+    if isinstance(value, dict):
+        return MappingProxyType({key: freeze(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return tuple(freeze(item) for item in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """A plain, mutable copy of a frozen structure, for serialisers that need dicts and lists."""
+    if isinstance(value, Mapping):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(item) for item in value]
+    return value

@@ -1,0 +1,113 @@
+"""The MCP side: the SDK's low-level `Server` with our handlers.
+
+Handlers get the caller and the catalog from a resolver (the ASGI edge puts
+both on the request scope; stdio and tests supply their own) and hand the call
+to the dispatcher. This module only translates between the dispatcher's
+outcomes and MCP wire types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from . import __version__
+from .catalog import Catalog, CatalogProvider, ToolEntry
+from .catalog import provider as default_provider
+from .conf import get_settings
+from .dispatch import CallRequest, ToolOutcome, call_tool
+from .errors import UnknownTool
+from .policy import visible_tools
+from .principal import Principal
+from .results import compact_json, structured
+from .schema import thaw
+
+PRINCIPAL_SCOPE_KEY = "mcp_expose.principal"
+CATALOG_SCOPE_KEY = "mcp_expose.catalog"
+
+Resolver = Callable[[ServerRequestContext[Any]], Awaitable[tuple[Principal, Catalog]]]
+
+
+async def resolve_from_scope(ctx: ServerRequestContext[Any]) -> tuple[Principal, Catalog]:
+    """The caller and catalog the ASGI edge attached to this HTTP request."""
+    scope = ctx.request.scope if ctx.request is not None else {}
+    try:
+        return scope[PRINCIPAL_SCOPE_KEY], scope[CATALOG_SCOPE_KEY]
+    except KeyError:
+        # Only reachable if the SDK app is mounted without our edge in front of it.
+        raise MCPError(code=types.INTERNAL_ERROR, message="Request reached the MCP server unauthenticated") from None
+
+
+def tool_definition(entry: ToolEntry) -> types.Tool:
+    annotations = entry.annotations.as_dict()
+    return types.Tool(
+        name=entry.name,
+        title=entry.title,
+        description=entry.description or None,
+        input_schema=thaw(entry.input_schema),
+        output_schema=thaw(entry.output_schema) if entry.output_schema is not None else None,
+        annotations=types.ToolAnnotations.model_validate(annotations) if annotations else None,
+    )
+
+
+def render_outcome(outcome: ToolOutcome) -> types.CallToolResult:
+    """A dispatcher outcome as a `CallToolResult`: structured content plus the same JSON as text."""
+    if outcome.failure is not None:
+        payload = {"error": outcome.failure.as_dict()}
+        return types.CallToolResult(
+            content=[types.TextContent(text=compact_json(payload))], structured_content=payload, is_error=True
+        )
+    content = structured(outcome.value)
+    return types.CallToolResult(content=[types.TextContent(text=compact_json(content))], structured_content=content)
+
+
+def build_server(
+    *, resolve: Resolver = resolve_from_scope, provider: CatalogProvider | None = None
+) -> Server[Any]:
+    """A low-level SDK server serving the catalog through the dispatcher."""
+    provider = provider if provider is not None else default_provider
+    conf = get_settings()
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
+        if params is not None and params.cursor is not None:
+            # Every list fits in one page, so no cursor was ever issued.
+            raise MCPError(code=types.INVALID_PARAMS, message="Invalid cursor")
+        principal, catalog = await resolve(ctx)
+        tools = [tool_definition(entry) for entry in visible_tools(catalog, principal)]
+        return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
+
+    async def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
+        principal, catalog = await resolve(ctx)
+        request = CallRequest(
+            protocol_version=ctx.protocol_version,
+            headers=_headers(ctx),
+            report_progress=ctx.session.report_progress,
+        )
+        try:
+            outcome = await call_tool(catalog, principal, params.name, params.arguments, request)
+        except UnknownTool as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        return render_outcome(outcome)
+
+    def input_schema_for(name: str) -> Mapping[str, Any] | None:
+        # Used by the SDK only to check `Mcp-Param-*` headers; the last compiled catalog is enough.
+        entry = provider.peek().get(name) if provider.peek() is not None else None
+        return thaw(entry.input_schema) if entry is not None else None
+
+    return Server(
+        conf.SERVER_NAME,
+        version=__version__,
+        title=conf.SERVER_TITLE,
+        instructions=conf.INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call,
+        get_tool_input_schema=input_schema_for,
+    )
+
+
+def _headers(ctx: ServerRequestContext[Any]) -> Mapping[str, str]:
+    return dict(ctx.request.headers) if ctx.request is not None else {}

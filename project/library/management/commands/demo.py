@@ -1,0 +1,97 @@
+"""Set up and serve the demo: migrate, seed, an admin user, an API key, then uvicorn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from mcp_expose.conf import get_settings
+from mcp_expose.models import ApiKey
+
+from ...seed import seed_library
+
+DEMO_KEY_NAME = "demo"
+DEMO_SCOPES = "library:read library:write"
+
+
+class Command(BaseCommand):
+    help = "Prepare the demo database and serve the demo (MCP at /mcp, admin at /admin/). Safe to run again."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--addrport", default="127.0.0.1:8000", help="HOST:PORT to serve on.")
+        parser.add_argument("--noinput", "--no-input", action="store_false", dest="interactive",
+                            help="Never prompt (the admin password defaults to 'admin').")
+        parser.add_argument("--no-serve", action="store_false", dest="serve",
+                            help="Prepare everything and print the details, but do not start the server.")
+
+    def handle(self, *args: Any, addrport: str, interactive: bool, serve: bool, **options: Any) -> None:
+        host, port = _split_addrport(addrport)
+        Path(settings.DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+        call_command("migrate", interactive=False, verbosity=0)
+        created = seed_library()
+        admin_password = self._ensure_user("admin", superuser=True, interactive=interactive)
+        reader_password = self._ensure_user("reader", superuser=False, interactive=False)
+        secret = self._demo_key()
+
+        base = f"http://{host}:{port}"
+        self.stdout.write(self.style.SUCCESS("The demo is ready."))
+        if created:
+            self.stdout.write(f"  Seeded {created} books.")
+        self.stdout.write(f"  MCP endpoint:  {base}{get_settings().PATH}")
+        self.stdout.write(f"  Admin:         {base}/admin/")
+        if admin_password:
+            self.stdout.write(f"  Admin login:   admin / {admin_password}")
+        if reader_password:
+            self.stdout.write(f"  Reader login:  reader / {reader_password}")
+        self.stdout.write(f"  API key:       {secret}")
+        self.stdout.write(f"  Try:           python manage.py mcp_tools --user admin")
+        if serve:
+            self._serve(host, port)
+
+    def _ensure_user(self, username: str, *, superuser: bool, interactive: bool) -> str | None:
+        """Create the user if missing; returns the password only when it was just set."""
+        user_model = get_user_model()
+        if user_model._default_manager.filter(username=username).exists():
+            return None
+        password = username
+        if interactive:
+            entered = input(f"Password for the demo user '{username}' [{username}]: ").strip()
+            password = entered or password
+        if superuser:
+            user_model._default_manager.create_superuser(username, f"{username}@example.com", password)
+        else:
+            user_model._default_manager.create_user(username, f"{username}@example.com", password)
+        return password
+
+    def _demo_key(self) -> str:
+        """The demo API key, kept in the data directory so every run can print it again."""
+        key_file = Path(settings.DATABASES["default"]["NAME"]).parent / "demo-api-key.txt"
+        stored = key_file.read_text().strip() if key_file.exists() else ""
+        for key in ApiKey.objects.filter(name=DEMO_KEY_NAME, revoked_at__isnull=True):
+            if stored and key.matches(stored) and key.is_usable:
+                return stored
+            key.revoke()
+        admin = get_user_model()._default_manager.get(username="admin")
+        _, secret = ApiKey.create_key(user=admin, name=DEMO_KEY_NAME, scopes=DEMO_SCOPES)
+        key_file.write_text(secret + "\n")
+        key_file.chmod(0o600)
+        return secret
+
+    def _serve(self, host: str, port: int) -> None:
+        try:
+            import uvicorn
+        except ImportError:
+            raise CommandError("Serving needs uvicorn: pip install 'django-mcp-expose[demo]'.") from None
+        uvicorn.run("project.asgi:application", host=host, port=port, lifespan="on", log_level="info")
+
+
+def _split_addrport(addrport: str) -> tuple[str, int]:
+    host, _, port = addrport.rpartition(":")
+    if not host or not port.isdigit():
+        raise CommandError(f"--addrport must be HOST:PORT, got {addrport!r}.")
+    return host.strip("[]"), int(port)

@@ -1,0 +1,137 @@
+"""The library's MCP tools, declared next to the code they use."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Annotated, Literal
+
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+from pydantic import Field
+from typing_extensions import TypedDict
+
+import mcp_expose
+from mcp_expose import Conflict, InvocationContext, NotFound, Principal
+
+from .models import Author, Book, Loan
+
+Genre = Literal["fiction", "science", "history", "children"]
+
+
+class BookDetail(TypedDict):
+    id: int
+    title: str
+    author: str
+    isbn: str
+    genre: Genre
+    published: str | None
+    copies: int
+    available: int
+
+
+def _summary(book: Book) -> dict[str, object]:
+    return {"id": book.pk, "title": book.title, "author": book.author.name, "genre": book.genre}
+
+
+@mcp_expose.tool(read_only=True, open_world=False, scopes=["library:read"])
+def search_books(
+    query: Annotated[str, Field(description="Words to look for in titles and author names.")] = "",
+    genre: Annotated[Genre | None, Field(description="Only books of this genre.")] = None,
+    limit: Annotated[int, Field(ge=1, le=50, description="How many books to return at most.")] = 10,
+) -> list[dict[str, object]]:
+    """Search the catalogue by title or author name."""
+    books = Book.objects.select_related("author").order_by("title")
+    for word in query.split():
+        books = books.filter(Q(title__icontains=word) | Q(author__name__icontains=word))
+    if genre is not None:
+        books = books.filter(genre=genre)
+    return [_summary(book) for book in books[:limit]]
+
+
+@mcp_expose.tool(read_only=True, open_world=False, scopes=["library:read"])
+def get_book(book_id: Annotated[int, Field(description="The book's id, as search_books returns it.")]) -> BookDetail:
+    """Everything the library knows about one book, including how many copies are on the shelf."""
+    book = Book.objects.select_related("author").get(pk=book_id)
+    return BookDetail(
+        id=book.pk,
+        title=book.title,
+        author=book.author.name,
+        isbn=book.isbn,
+        genre=book.genre,  # type: ignore[typeddict-item]
+        published=book.published.isoformat() if book.published else None,
+        copies=book.copies,
+        available=book.available,
+    )
+
+
+@mcp_expose.tool(read_only=True, open_world=False, scopes=["library:read"])
+async def library_stats() -> dict[str, int]:
+    """How big the library is: books, authors and loans currently out."""
+    return {
+        "books": await Book.objects.acount(),
+        "authors": await Author.objects.acount(),
+        "loans_out": await Loan.objects.filter(returned_at__isnull=True).acount(),
+    }
+
+
+@mcp_expose.tool(read_only=True, open_world=False)
+async def echo(message: Annotated[str, Field(max_length=1000)], context: InvocationContext) -> dict[str, str]:
+    """Repeat a message back, with the name of the caller. Useful to check a connection."""
+    return {"message": message, "caller": context.user.get_username() or "anonymous"}
+
+
+@mcp_expose.tool(read_only=True, open_world=False, scopes=["library:read"])
+def my_loans(principal: Principal) -> list[dict[str, object]]:
+    """The books the caller has borrowed and not yet returned."""
+    loans = Loan.objects.filter(borrower=principal.user, returned_at__isnull=True).select_related("book")
+    return [{"loan_id": loan.pk, "book": loan.book.title, "due_on": loan.due_on} for loan in loans]
+
+
+@mcp_expose.tool(destructive=False, idempotent=False, open_world=False, scopes=["library:write"])
+def borrow_book(
+    book_id: int,
+    principal: Principal,
+    days: Annotated[int, Field(ge=1, le=30, description="Loan length in days.")] = 14,
+) -> dict[str, object]:
+    """Borrow a book for the caller. Fails when no copy is on the shelf."""
+    with transaction.atomic():
+        book = Book.objects.select_for_update().filter(pk=book_id).first()
+        if book is None:
+            raise NotFound(f"There is no book with id {book_id}.")
+        if book.available < 1:
+            raise Conflict(f"Every copy of {book.title!r} is out on loan.")
+        loan = Loan.objects.create(book=book, borrower=principal.user, due_on=date.today() + timedelta(days=days))
+    return {"loan_id": loan.pk, "book": book.title, "due_on": loan.due_on}
+
+
+@mcp_expose.tool(destructive=False, idempotent=True, open_world=False, scopes=["library:write"])
+def return_book(loan_id: int, principal: Principal) -> dict[str, object]:
+    """Return a borrowed book. Returning it twice is harmless."""
+    with transaction.atomic():
+        loan = Loan.objects.select_for_update().select_related("book").get(pk=loan_id, borrower=principal.user)
+        if loan.returned_at is None:
+            loan.returned_at = timezone.now()
+            loan.save(update_fields=["returned_at"])
+    return {"loan_id": loan.pk, "book": loan.book.title, "returned_at": loan.returned_at}
+
+
+@mcp_expose.tool(read_only=True, open_world=False, scopes=["library:read"], permissions=["library.view_loan"])
+def overdue_loans() -> list[dict[str, object]]:
+    """Loans past their due date, for librarians (needs the 'view loan' permission)."""
+    loans = (
+        Loan.objects.filter(returned_at__isnull=True, due_on__lt=date.today())
+        .select_related("book", "borrower")
+        .order_by("due_on")
+    )
+    return [
+        {"loan_id": loan.pk, "book": loan.book.title, "borrower": loan.borrower.get_username(), "due_on": loan.due_on}
+        for loan in loans
+    ]
+
+
+@mcp_expose.tool(read_only=True, open_world=False, scopes=["library:read"])
+def popular_authors(limit: Annotated[int, Field(ge=1, le=20)] = 5) -> list[dict[str, object]]:
+    """Authors with the most books in the catalogue."""
+    authors = Author.objects.annotate(book_count=Count("books")).order_by("-book_count", "name")[:limit]
+    return [{"author": author.name, "books": author.book_count} for author in authors]
