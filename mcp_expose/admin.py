@@ -9,6 +9,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.cache import patch_cache_control
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
@@ -46,9 +47,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
     list_filter = ["enabled", "stale", AppLabelFilter]
     search_fields = ["key", "wire_name", "title", "description"]
     actions = ["enable_selected", "disable_selected"]
-    readonly_fields = [
-        "key",
-        "stale",
+    declared_fields = [
         "declared_name",
         "declared_origin",
         "declared_scopes",
@@ -57,27 +56,12 @@ class ExposedToolAdmin(admin.ModelAdmin):
         "declared_description",
         "input_schema",
         "output_schema",
-        "created_at",
-        "updated_at",
     ]
+    readonly_fields = ["key", "stale", *declared_fields, "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["key", "enabled", "stale"]}),
         (_("How it is offered"), {"fields": ["wire_name", "title", "description", "extra_scopes"]}),
-        (
-            _("Declared in code"),
-            {
-                "fields": [
-                    "declared_name",
-                    "declared_origin",
-                    "declared_scopes",
-                    "declared_permissions",
-                    "declared_annotations",
-                    "declared_description",
-                    "input_schema",
-                    "output_schema",
-                ]
-            },
-        ),
+        (_("Declared in code"), {"fields": declared_fields}),
         (_("History"), {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
     ]
 
@@ -209,7 +193,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             "secret": secret,
         }
         response = TemplateResponse(request, self.created_template, context)
-        response["Cache-Control"] = "no-store"
+        patch_cache_control(response, no_store=True)
         return response
 
     @admin.action(description=_("Revoke selected API keys"), permissions=["change"])

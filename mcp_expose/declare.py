@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar, overload
+from typing import Any
 
 from django.apps import apps
 
@@ -13,27 +13,7 @@ from .registry import Annotations, Capability, CapabilityRegistry
 from .registry import registry as default_registry
 from .schema import build_signature
 
-F = TypeVar("F", bound=Callable[..., Any])
 
-
-@overload
-def tool(func: F, /) -> F: ...
-@overload
-def tool(
-    *,
-    name: str | None = None,
-    title: str | None = None,
-    description: str | None = None,
-    scopes: Iterable[str] = (),
-    permissions: Iterable[str] = (),
-    read_only: bool | None = None,
-    destructive: bool | None = None,
-    idempotent: bool | None = None,
-    open_world: bool | None = None,
-    enabled: bool = True,
-    key: str | None = None,
-    registry: CapabilityRegistry | None = None,
-) -> Callable[[F], F]: ...
 def tool(
     func: Callable[..., Any] | None = None,
     /,

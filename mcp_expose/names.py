@@ -6,7 +6,7 @@ import re
 
 # MCP allows 128 characters; 64 is what OpenAI-backed clients accept.
 MAX_NAME_LENGTH = 64
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,%d}" % MAX_NAME_LENGTH)
+NAME_PATTERN = re.compile(rf"[A-Za-z0-9_.-]{{1,{MAX_NAME_LENGTH}}}")
 # RFC 6749 §3.3 scope-token: printable ASCII except space, '"' and '\'.
 SCOPE_PATTERN = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]+")
 

@@ -53,7 +53,13 @@ class ToolSignature:
         Raises `InvalidInput` whose details list each problem with a JSON path.
         Input values are never echoed back.
         """
-        payload = json.dumps(dict(arguments or {}), allow_nan=False)
+        try:
+            payload = json.dumps(dict(arguments or {}), allow_nan=False)
+        except (TypeError, ValueError):
+            raise InvalidInput(
+                "The arguments are not plain JSON.",
+                details=[{"path": "$", "message": "NaN, Infinity and non-JSON values are not allowed."}],
+            ) from None
         try:
             parsed = self.arguments_model.model_validate_json(payload, strict=True)
         except ValidationError as exc:

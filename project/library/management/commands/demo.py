@@ -49,7 +49,7 @@ class Command(BaseCommand):
         if reader_password:
             self.stdout.write(f"  Reader login:  reader / {reader_password}")
         self.stdout.write(f"  API key:       {secret}")
-        self.stdout.write(f"  Try:           python manage.py mcp_tools --user admin")
+        self.stdout.write("  Try:           python manage.py mcp_tools --user admin")
         if serve:
             self._serve(host, port)
 

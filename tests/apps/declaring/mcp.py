@@ -1,0 +1,7 @@
+import mcp_expose
+
+
+@mcp_expose.tool
+def ping() -> str:
+    """Answer pong."""
+    return "pong"

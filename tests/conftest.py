@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mcp_expose.registry import CapabilityRegistry
+from mcp_expose.registry import registry as global_registry
+
+from .live import LiveServer, prepare_demo, run_server
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def registry() -> CapabilityRegistry:
+    """A fresh registry, so a test's declarations stay its own."""
+    return CapabilityRegistry()
+
+
+@pytest.fixture
+def restore_global_registry() -> Iterator[CapabilityRegistry]:
+    before = global_registry.snapshot()
+    yield global_registry
+    global_registry.restore(before)
+
+
+@pytest.fixture(scope="session")
+def demo_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A migrated, seeded demo database shared by the read-mostly live tests, and the admin's API key."""
+    data_dir = tmp_path_factory.mktemp("demo")
+    return data_dir, prepare_demo(data_dir)
+
+
+@pytest.fixture(scope="session")
+def demo_server(demo_data: tuple[Path, str]) -> Iterator[LiveServer]:
+    with run_server(demo_data[0]) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def admin_key(demo_data: tuple[Path, str]) -> str:
+    return demo_data[1]

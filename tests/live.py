@@ -1,0 +1,149 @@
+"""Real server processes for integration tests: uvicorn serving the demo project on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def demo_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "DEMO_DATA_DIR": str(data_dir), "DJANGO_SETTINGS_MODULE": "project.settings"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["MCP_EXPOSE_LOG_LEVEL"] = "WARNING"
+    env.update(extra)
+    return env
+
+
+def manage(data_dir: Path, *args: str, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run manage.py against the data directory, failing loudly with its output."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        env=demo_env(data_dir),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        input=input_text,
+        timeout=120,
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def prepare_demo(data_dir: Path) -> str:
+    """Migrate and seed a fresh demo database; return the admin's API key."""
+    manage(data_dir, "demo", "--noinput", "--no-serve")
+    return (data_dir / "demo-api-key.txt").read_text().strip()
+
+
+def create_api_key(data_dir: Path, username: str, scopes: str) -> str:
+    code = (
+        "from django.contrib.auth import get_user_model;"
+        "from mcp_expose.models import ApiKey;"
+        f"user = get_user_model().objects.get(username={username!r});"
+        f"print(ApiKey.create_key(user=user, name='test', scopes={scopes!r})[1])"
+    )
+    # The last line: Django 5.2+ prints a note about auto-imported objects first.
+    return manage(data_dir, "shell", "-c", code).stdout.strip().splitlines()[-1]
+
+
+@dataclass
+class LiveServer:
+    process: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.base_url}/mcp"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def _wait_until_serving(server: LiveServer, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise AssertionError(f"The server exited with {server.process.returncode}:\n{server.log()}")
+        try:
+            if httpx2.get(server.base_url + "/", timeout=1.0).status_code == 200:
+                return
+        except httpx2.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"The server did not start within {timeout}s:\n{server.log()}")
+
+
+@contextmanager
+def run_server(data_dir: Path, *, lifespan: str = "on", **env: str) -> Iterator[LiveServer]:
+    port = free_port()
+    log_path = data_dir / f"server-{port}.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "uvicorn", "project.asgi:application",
+                "--host", "127.0.0.1", "--port", str(port), "--lifespan", lifespan, "--log-level", "warning",
+            ],
+            env=demo_env(data_dir, **env),
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    server = LiveServer(process, port, log_path)
+    try:
+        _wait_until_serving(server)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def jsonrpc_body(method: str, params: dict | None = None, *, modern: bool = True, request_id: int = 1) -> str:
+    params = dict(params or {})
+    if modern:
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+
+
+def modern_headers(method: str, key: str | None = None, name: str | None = None) -> dict[str, str]:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": method,
+    }
+    if name is not None:
+        headers["Mcp-Name"] = name
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers

@@ -1,0 +1,126 @@
+"""The admin, driven through Django's test client with CSRF checks enforced."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from mcp_expose.catalog import provider
+from mcp_expose.models import ApiKey, ExposedTool
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHANGELIST = "/admin/mcp_expose/exposedtool/"
+
+
+@pytest.fixture
+def admin_client() -> Client:
+    User.objects.create_superuser("boss", "boss@example.com", "pw")
+    client = Client(enforce_csrf_checks=True)
+    assert client.login(username="boss", password="pw")
+    return client
+
+
+def csrf_token(client: Client, url: str) -> str:
+    page = client.get(url)
+    assert page.status_code == 200
+    return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode()).group(1)
+
+
+def served_names() -> set[str]:
+    return {entry.name for entry in provider.get_sync().tools}
+
+
+def test_rows_exist_for_every_declaration_after_migrate() -> None:
+    assert set(ExposedTool.objects.values_list("key", flat=True)) >= {"library.search_books", "library.echo"}
+
+
+def test_changelist_shows_tools_with_toggles_filters_and_search(admin_client: Client) -> None:
+    page = admin_client.get(CHANGELIST, {"q": "search_books"}).content.decode()
+    assert "library.search_books" in page and "library.get_book" not in page
+    assert 'name="form-0-enabled"' in page
+    full = admin_client.get(CHANGELIST).content.decode()
+    assert "Enable selected tools" in full and "Disable selected tools" in full
+    assert "library:write" in full  # scopes column
+    assert admin_client.get(CHANGELIST, {"app": "library", "enabled__exact": "1"}).status_code == 200
+
+
+def test_bulk_disable_needs_csrf_and_hides_the_tool(admin_client: Client) -> None:
+    row = ExposedTool.objects.get(key="library.echo")
+    assert "library.echo" in served_names()
+    refused = admin_client.post(CHANGELIST, {"action": "disable_selected", "_selected_action": [row.pk]})
+    assert refused.status_code == 403
+    assert ExposedTool.objects.get(pk=row.pk).enabled
+    token = csrf_token(admin_client, CHANGELIST)
+    response = admin_client.post(
+        CHANGELIST, {"action": "disable_selected", "_selected_action": [row.pk], "csrfmiddlewaretoken": token}
+    )
+    assert response.status_code == 302
+    assert not ExposedTool.objects.get(pk=row.pk).enabled
+    assert "library.echo" not in served_names()
+
+
+def test_change_page_previews_the_schema_and_validates_names(admin_client: Client) -> None:
+    row = ExposedTool.objects.get(key="library.get_book")
+    url = f"{CHANGELIST}{row.pk}/change/"
+    page = admin_client.get(url).content.decode()
+    assert '<pre class="mcp-json">' in page and "&quot;book_id&quot;" in page and "additionalProperties" in page
+    token = csrf_token(admin_client, url)
+    clash = admin_client.post(url, {"enabled": "on", "wire_name": "LIBRARY.ECHO", "csrfmiddlewaretoken": token})
+    assert clash.status_code == 200 and "already served under this name" in clash.content.decode()
+    bad = admin_client.post(url, {"enabled": "on", "wire_name": "has space", "csrfmiddlewaretoken": token})
+    assert "only letters, digits" in bad.content.decode()
+    ok = admin_client.post(
+        url, {"enabled": "on", "wire_name": "book", "extra_scopes": "staff", "csrfmiddlewaretoken": token}
+    )
+    assert ok.status_code == 302
+    entry = provider.get_sync().get("book")
+    assert entry is not None and entry.scopes == {"library:read", "staff"}
+
+
+def test_rows_cannot_be_added_by_hand(admin_client: Client) -> None:
+    assert admin_client.get(f"{CHANGELIST}add/").status_code == 403
+
+
+def test_api_key_secret_is_shown_once(admin_client: Client) -> None:
+    url = "/admin/mcp_expose/apikey/add/"
+    token = csrf_token(admin_client, url)
+    user = User.objects.get(username="boss")
+    response = admin_client.post(
+        url, {"name": "ci", "user": user.pk, "scopes": "library:read", "csrfmiddlewaretoken": token}
+    )
+    page = response.content.decode()
+    assert response.status_code == 200 and "no-store" in response["Cache-Control"]
+    secret = re.search(r'value="(mcpx_[^"]+)"', page).group(1)
+    key = ApiKey.objects.get(name="ci")
+    assert key.matches(secret)
+    change_page = admin_client.get(f"/admin/mcp_expose/apikey/{key.pk}/change/").content.decode()
+    assert secret not in change_page and key.prefix in change_page
+
+
+def test_api_key_scopes_are_validated(admin_client: Client) -> None:
+    url = "/admin/mcp_expose/apikey/add/"
+    token = csrf_token(admin_client, url)
+    user = User.objects.get(username="boss")
+    response = admin_client.post(url, {"name": "x", "user": user.pk, "scopes": 'bad"scope', "csrfmiddlewaretoken": token})
+    assert response.status_code == 200 and "not a valid scope" in response.content.decode()
+    assert not ApiKey.objects.filter(name="x").exists()
+
+
+def test_revoke_action(admin_client: Client) -> None:
+    key, secret = ApiKey.create_key(user=User.objects.get(username="boss"), name="old")
+    changelist = "/admin/mcp_expose/apikey/"
+    token = csrf_token(admin_client, changelist)
+    admin_client.post(changelist, {"action": "revoke_selected", "_selected_action": [key.pk], "csrfmiddlewaretoken": token})
+    key.refresh_from_db()
+    assert key.revoked_at is not None and not key.is_usable
+
+
+def test_staff_without_permission_cannot_change_rows() -> None:
+    User.objects.create_user("clerk", password="pw", is_staff=True)
+    client = Client()
+    client.login(username="clerk", password="pw")
+    assert client.get(CHANGELIST).status_code == 403

@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import override_settings
+from django.utils import timezone
+
+from mcp_expose.auth import INVALID_TOKEN, MISSING, TOKEN_IN_URL, WRONG_SCHEME, AuthFailure, authenticate
+from mcp_expose.models import ApiKey, hash_api_key
+from mcp_expose.principal import Principal
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def user() -> User:
+    user = User.objects.create_user("ada", password="x")
+    user.user_permissions.add(Permission.objects.get(codename="view_loan"))
+    return user
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {secret}"}
+
+
+def test_a_valid_key_becomes_a_principal_with_permissions(user: User) -> None:
+    key, secret = ApiKey.create_key(user=user, name="agent", scopes="library:read library:write")
+    principal = authenticate(bearer(secret))
+    assert isinstance(principal, Principal)
+    assert principal.user == user and principal.method == "api_key"
+    assert principal.scopes == {"library:read", "library:write"}
+    assert principal.permissions == {"library.view_loan"}
+    assert principal.api_key_prefix == key.prefix and secret not in repr(principal)
+    key.refresh_from_db()
+    assert key.last_used_at is not None
+
+
+def test_only_a_prefix_and_a_hash_are_stored(user: User) -> None:
+    key, secret = ApiKey.create_key(user=user, name="agent")
+    stored = ApiKey.objects.values().get(pk=key.pk)
+    assert secret not in repr(stored)
+    assert stored["hashed_secret"] == hash_api_key(secret) and secret.startswith(f"mcpx_{stored['prefix']}_")
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({}, MISSING),
+        ({"authorization": "Basic YWRhOng="}, WRONG_SCHEME),
+        ({"authorization": "Bearer "}, INVALID_TOKEN),
+        ({"authorization": "Bearer not-ours"}, INVALID_TOKEN),
+        ({"authorization": "Bearer mcpx_00000000_unknown"}, INVALID_TOKEN),
+    ],
+)
+def test_missing_and_malformed_credentials(headers: dict[str, str], expected: AuthFailure) -> None:
+    assert authenticate(headers) == expected
+
+
+def test_a_wrong_secret_with_a_real_prefix_is_refused(user: User) -> None:
+    key, _ = ApiKey.create_key(user=user, name="agent")
+    assert authenticate(bearer(f"mcpx_{key.prefix}_guessed")) == INVALID_TOKEN
+
+
+@pytest.mark.parametrize("spoil", ["revoke", "expire", "deactivate"])
+def test_revoked_expired_and_inactive_are_refused(user: User, spoil: str) -> None:
+    key, secret = ApiKey.create_key(user=user, name="agent")
+    if spoil == "revoke":
+        key.revoke()
+    elif spoil == "expire":
+        ApiKey.objects.filter(pk=key.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    else:
+        User.objects.filter(pk=user.pk).update(is_active=False)
+    assert authenticate(bearer(secret)) == INVALID_TOKEN
+
+
+def test_tokens_in_the_query_string_are_refused_even_with_a_header(user: User) -> None:
+    _, secret = ApiKey.create_key(user=user, name="agent")
+    assert authenticate(bearer(secret), frozenset({"access_token"})) == TOKEN_IN_URL
+
+
+def test_anonymous_access_only_when_enabled() -> None:
+    assert authenticate({}) == MISSING
+    with override_settings(MCP_EXPOSE={"ALLOW_ANONYMOUS": True, "ANONYMOUS_SCOPES": ["public"]}):
+        principal = authenticate({})
+        assert isinstance(principal, Principal)
+        assert principal.method == "anonymous" and principal.scopes == {"public"}
+        # A presented but bad credential is still refused.
+        assert authenticate(bearer("mcpx_00000000_bad")) == INVALID_TOKEN
+
+
+def test_last_used_is_written_at_most_once_per_interval(user: User, django_assert_num_queries: Any) -> None:
+    _, secret = ApiKey.create_key(user=user, name="agent")
+    authenticate(bearer(secret))
+    # select key+user, permission queries; no UPDATE the second time.
+    with django_assert_num_queries(3):
+        authenticate(bearer(secret))

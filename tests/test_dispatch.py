@@ -1,0 +1,176 @@
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import AnonymousUser
+from django.core.exceptions import PermissionDenied, ValidationError
+from typing_extensions import TypedDict
+
+import mcp_expose
+from mcp_expose import InvocationContext, Principal, ToolError
+from mcp_expose.catalog import Catalog, compile_catalog
+from mcp_expose.dispatch import CallRequest, call_tool
+from mcp_expose.errors import Conflict, UnknownTool
+from mcp_expose.principal import anonymous_principal
+from mcp_expose.registry import CapabilityRegistry
+
+pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
+
+
+class Out(TypedDict):
+    n: int
+
+
+@pytest.fixture
+def catalog(registry: CapabilityRegistry) -> Catalog:
+    tool = mcp_expose.tool
+
+    @tool(registry=registry, key="t.add")
+    def add(a: int, b: int = 1) -> int:
+        return a + b
+
+    @tool(registry=registry, key="t.async_hello")
+    async def async_hello(name: str, context: InvocationContext) -> dict[str, Any]:
+        await context.report_progress(1, 2, "half")
+        return {"hello": name, "tool": context.tool_name, "protocol": context.protocol_version}
+
+    @tool(registry=registry, key="t.secret", scopes=["admin"])
+    def secret() -> str:
+        return "s"
+
+    @tool(registry=registry, key="t.perm", permissions=["library.view_loan"])
+    def perm() -> str:
+        return "p"
+
+    @tool(registry=registry, key="t.crash")
+    def crash() -> None:
+        raise RuntimeError("password=hunter2 leaked?")
+
+    @tool(registry=registry, key="t.refuse")
+    def refuse(kind: str) -> None:
+        if kind == "tool":
+            raise Conflict("Already done.", details={"id": 3})
+        if kind == "permission":
+            raise PermissionDenied("Only librarians may do that.")
+        if kind == "validation":
+            raise ValidationError({"title": ["Too long."]})
+        if kind == "custom":
+            raise ToolError("Plain tool error.")
+
+    @tool(registry=registry, key="t.missing")
+    def missing() -> None:
+        from django.contrib.auth.models import User
+
+        User.objects.get(pk=-1)
+
+    @tool(registry=registry, key="t.nan")
+    def nan() -> float:
+        return float("nan")
+
+    @tool(registry=registry, key="t.bad_output")
+    def bad_output() -> Out:
+        return {"n": "not a number"}  # type: ignore[typeddict-item]
+
+    @tool(registry=registry, key="t.injected")
+    def injected(principal: Principal, request: Any, x: int = 0) -> dict[str, Any]:
+        return {
+            "user": request.user.get_username(),
+            "same": request.user is principal.user,
+            "has_auth_header": "HTTP_AUTHORIZATION" in request.META,
+            "agent": request.META.get("HTTP_USER_AGENT"),
+        }
+
+    return compile_catalog(registry, {}, "r")
+
+
+def principal(scopes: frozenset[str] = frozenset(), **extra: Any) -> Principal:
+    return Principal(user=AnonymousUser(), scopes=scopes, method="local", **extra)
+
+
+async def test_a_sync_tool_returns_its_value(catalog: Catalog) -> None:
+    outcome = await call_tool(catalog, principal(), "t.add", {"a": 2})
+    assert outcome.ok and outcome.value == 3
+
+
+async def test_an_async_tool_gets_the_context_and_reports_progress(catalog: Catalog) -> None:
+    reports: list[tuple[Any, ...]] = []
+
+    async def progress(*args: Any) -> None:
+        reports.append(args)
+
+    outcome = await call_tool(
+        catalog, principal(), "t.async_hello", {"name": "Ada"},
+        CallRequest(protocol_version="2026-07-28", report_progress=progress),
+    )
+    assert outcome.value == {"hello": "Ada", "tool": "t.async_hello", "protocol": "2026-07-28"}
+    assert reports == [(1, 2, "half")]
+
+
+@pytest.mark.parametrize("name", ["nope", "t.secret", "t.perm"])
+async def test_unknown_and_forbidden_tools_look_alike(catalog: Catalog, name: str) -> None:
+    with pytest.raises(UnknownTool) as caught:
+        await call_tool(catalog, principal(), name, {})
+    assert str(caught.value) == f"Unknown tool: {name}"
+
+
+async def test_scopes_and_permissions_open_tools(catalog: Catalog) -> None:
+    assert (await call_tool(catalog, principal(frozenset({"admin"})), "t.secret", {})).value == "s"
+    user = type("U", (), {"is_active": True, "is_anonymous": False})()
+    librarian = Principal(user=user, method="local", permissions=frozenset({"library.view_loan"}))
+    assert (await call_tool(catalog, librarian, "t.perm", {})).value == "p"
+    inactive = Principal(
+        user=type("U", (), {"is_active": False})(), method="local", permissions=frozenset({"library.view_loan"})
+    )
+    with pytest.raises(UnknownTool):
+        await call_tool(catalog, inactive, "t.perm", {})
+
+
+async def test_bad_arguments_are_invalid_input(catalog: Catalog) -> None:
+    outcome = await call_tool(catalog, principal(), "t.add", {"a": "two", "c": 1})
+    assert outcome.failure is not None and outcome.failure.code == "invalid_input"
+    assert {d["path"] for d in outcome.failure.details} == {"$.a", "$.c"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "code", "message", "details"),
+    [
+        ("tool", "conflict", "Already done.", {"id": 3}),
+        ("permission", "permission_denied", "Only librarians may do that.", None),
+        ("validation", "invalid_input", "The arguments are not valid.", [{"path": "$.title", "message": "Too long."}]),
+        ("custom", "tool_error", "Plain tool error.", None),
+    ],
+)
+async def test_anticipated_failures_carry_a_code_and_safe_message(
+    catalog: Catalog, kind: str, code: str, message: str, details: Any
+) -> None:
+    outcome = await call_tool(catalog, principal(), "t.refuse", {"kind": kind})
+    assert outcome.failure is not None
+    assert (outcome.failure.code, outcome.failure.message, outcome.failure.details) == (code, message, details)
+
+
+async def test_object_does_not_exist_is_not_found(catalog: Catalog) -> None:
+    outcome = await call_tool(catalog, principal(), "t.missing", {})
+    assert outcome.failure is not None and outcome.failure.as_dict() == {"code": "not_found", "message": "User not found."}
+
+
+@pytest.mark.parametrize("name", ["t.crash", "t.nan", "t.bad_output"])
+async def test_unexpected_failures_are_redacted_and_logged(
+    catalog: Catalog, name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="mcp_expose.dispatch"):
+        outcome = await call_tool(catalog, principal(), name, {})
+    failure = outcome.failure
+    assert failure is not None and failure.code == "internal" and failure.incident
+    assert "hunter2" not in repr(failure.as_dict()) and "incident id" in failure.message
+    assert failure.incident in caplog.text
+    assert caplog.records[-1].exc_info is not None
+
+
+async def test_injected_principal_and_request(catalog: Catalog) -> None:
+    outcome = await call_tool(
+        catalog, anonymous_principal(), "t.injected", {},
+        CallRequest(headers={"authorization": "Bearer secret", "user-agent": "agent/1"}),
+    )
+    assert outcome.value == {"user": "", "same": True, "has_auth_header": False, "agent": "agent/1"}

@@ -1,0 +1,176 @@
+"""The demo served by uvicorn, spoken to by the official SDK client over HTTP, in both protocol eras."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import MCPError
+
+from .live import LiveServer, create_api_key, jsonrpc_body, modern_headers
+from .mcp_client import MODES, connect
+
+pytestmark = [pytest.mark.anyio, pytest.mark.live]
+
+mode = pytest.mark.parametrize("mode", list(MODES))
+
+
+@pytest.fixture(scope="module")
+def read_only_key(demo_data: tuple[Path, str]) -> str:
+    return create_api_key(demo_data[0], "reader", "library:read")
+
+
+@mode
+async def test_list_tools(demo_server: LiveServer, admin_key: str, mode: str) -> None:
+    async with connect(demo_server.mcp_url, admin_key, mode) as client:
+        assert client.protocol_version == MODES[mode]
+        tools = (await client.list_tools()).tools
+    names = [tool.name for tool in tools]
+    assert names[:4] == ["library.search_books", "library.get_book", "library.library_stats", "library.echo"]
+    assert "library.borrow_book" in names and "library.overdue_loans" in names
+    get_book = next(tool for tool in tools if tool.name == "library.get_book")
+    assert get_book.input_schema["additionalProperties"] is False
+    assert get_book.input_schema["required"] == ["book_id"]
+    assert get_book.output_schema is not None and get_book.output_schema["properties"]["isbn"] == {"type": "string"}
+    assert get_book.annotations is not None and get_book.annotations.read_only_hint is True
+
+
+@mode
+async def test_call_a_sync_database_tool_and_an_async_tool(demo_server: LiveServer, admin_key: str, mode: str) -> None:
+    async with connect(demo_server.mcp_url, admin_key, mode) as client:
+        book = await client.call_tool("library.get_book", {"book_id": 1})
+        stats = await client.call_tool("library.library_stats", {})
+        search = await client.call_tool("library.search_books", {"query": "sagan", "limit": 5})
+    assert not book.is_error
+    assert book.structured_content["title"] == "A Wizard of Earthsea"
+    assert json.loads(book.content[0].text) == book.structured_content
+    assert stats.structured_content["books"] == 8 and stats.structured_content["authors"] == 6
+    assert [b["title"] for b in search.structured_content["result"]] == ["Cosmos", "Pale Blue Dot"]
+
+
+@mode
+async def test_unknown_tool_is_a_protocol_error(demo_server: LiveServer, admin_key: str, mode: str) -> None:
+    async with connect(demo_server.mcp_url, admin_key, mode) as client:
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("library.no_such_tool", {})
+    assert caught.value.code == -32602
+    assert caught.value.message == "Unknown tool: library.no_such_tool"
+
+
+@mode
+async def test_bad_arguments_are_an_invalid_input_result(demo_server: LiveServer, admin_key: str, mode: str) -> None:
+    async with connect(demo_server.mcp_url, admin_key, mode) as client:
+        result = await client.call_tool("library.search_books", {"limit": 500, "principal": "admin"})
+    assert result.is_error
+    error = result.structured_content["error"]
+    assert error["code"] == "invalid_input"
+    assert {d["path"] for d in error["details"]} == {"$.limit", "$.principal"}
+
+
+@mode
+async def test_tool_errors_come_back_as_results(demo_server: LiveServer, admin_key: str, mode: str) -> None:
+    async with connect(demo_server.mcp_url, admin_key, mode) as client:
+        missing = await client.call_tool("library.get_book", {"book_id": 9999})
+    assert missing.is_error
+    assert missing.structured_content == {"error": {"code": "not_found", "message": "Book not found."}}
+
+
+@mode
+async def test_a_tool_needing_a_missing_scope_is_hidden_and_refused(
+    demo_server: LiveServer, read_only_key: str, mode: str
+) -> None:
+    async with connect(demo_server.mcp_url, read_only_key, mode) as client:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        assert "library.search_books" in names
+        assert "library.borrow_book" not in names and "library.return_book" not in names
+        # The reader lacks the Django permission for this one.
+        assert "library.overdue_loans" not in names
+        with pytest.raises(MCPError) as hidden:
+            await client.call_tool("library.borrow_book", {"book_id": 1})
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("library.borrow_bool", {"book_id": 1})
+    assert hidden.value.code == unknown.value.code == -32602
+    assert hidden.value.message == "Unknown tool: library.borrow_book"
+
+
+@mode
+async def test_writes_run_as_the_calling_user(demo_server: LiveServer, admin_key: str, mode: str) -> None:
+    async with connect(demo_server.mcp_url, admin_key, mode) as client:
+        borrowed = await client.call_tool("library.borrow_book", {"book_id": 6, "days": 7})
+        loans = await client.call_tool("library.my_loans", {})
+        returned = await client.call_tool("library.return_book", {"loan_id": borrowed.structured_content["loan_id"]})
+    assert not borrowed.is_error and borrowed.structured_content["book"] == "Pippi Longstocking"
+    assert borrowed.structured_content["loan_id"] in [loan["loan_id"] for loan in loans.structured_content["result"]]
+    assert returned.structured_content["returned_at"]
+
+
+@mode
+async def test_without_credentials_the_client_is_refused(demo_server: LiveServer, mode: str) -> None:
+    with pytest.raises(BaseException) as caught:  # the SDK raises an ExceptionGroup around its MCPError
+        async with connect(demo_server.mcp_url, None, mode) as client:
+            await client.list_tools()
+    assert "401" in repr(caught.value) or "error response" in repr(caught.value).lower()
+
+
+def test_http_401_carries_a_bearer_challenge(demo_server: LiveServer) -> None:
+    response = httpx2.post(demo_server.mcp_url, content=jsonrpc_body("tools/list"), headers=modern_headers("tools/list"))
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert response.json()["error"] == "unauthorized"
+    bad = httpx2.post(
+        demo_server.mcp_url, content=jsonrpc_body("tools/list"), headers=modern_headers("tools/list", "mcpx_x_y")
+    )
+    assert bad.status_code == 401 and 'error="invalid_token"' in bad.headers["www-authenticate"]
+
+
+def test_trailing_slash_is_served_without_redirect(demo_server: LiveServer, admin_key: str) -> None:
+    bodies = []
+    for path in ("/mcp", "/mcp/"):
+        response = httpx2.post(
+            demo_server.base_url + path,
+            content=jsonrpc_body("tools/list"),
+            headers=modern_headers("tools/list", admin_key),
+        )
+        assert response.status_code == 200
+        bodies.append(response.json())
+    assert bodies[0] == bodies[1]
+    result = bodies[0]["result"]
+    assert result["ttlMs"] == 0 and result["cacheScope"] == "private" and result["resultType"] == "complete"
+    assert bodies[0]["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "library-demo"
+
+
+def test_foreign_origin_is_forbidden_and_listed_origin_allowed(demo_server: LiveServer, admin_key: str) -> None:
+    headers = modern_headers("tools/list", admin_key)
+    foreign = httpx2.post(
+        demo_server.mcp_url, content=jsonrpc_body("tools/list"), headers={**headers, "Origin": "https://evil.example"}
+    )
+    assert foreign.status_code == 403 and foreign.json()["error"] == "forbidden_origin"
+    inspector = httpx2.post(
+        demo_server.mcp_url, content=jsonrpc_body("tools/list"), headers={**headers, "Origin": "http://localhost:6274"}
+    )
+    assert inspector.status_code == 200
+
+
+def test_oversized_body_gets_413(demo_server: LiveServer, admin_key: str) -> None:
+    body = jsonrpc_body("tools/call", {"name": "library.echo", "arguments": {"message": "x" * (5 * 1024 * 1024)}})
+    response = httpx2.post(
+        demo_server.mcp_url, content=body, headers=modern_headers("tools/call", admin_key, "library.echo")
+    )
+    assert response.status_code == 413
+
+
+def test_unknown_host_is_refused(demo_server: LiveServer, admin_key: str) -> None:
+    response = httpx2.post(
+        demo_server.mcp_url,
+        content=jsonrpc_body("tools/list"),
+        headers={**modern_headers("tools/list", admin_key), "Host": "evil.example.com"},
+    )
+    assert response.status_code == 400 and response.json()["error"] == "invalid_host"
+
+
+def test_django_still_serves_everything_else(demo_server: LiveServer) -> None:
+    home = httpx2.get(demo_server.base_url + "/")
+    assert home.status_code == 200 and "/mcp" in home.text
+    assert httpx2.get(demo_server.base_url + "/admin/login/").status_code == 200

@@ -1,0 +1,82 @@
+"""An admin change made through one server process is served by another on its next request."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from .live import prepare_demo, run_server
+from .mcp_client import MODES, connect
+
+pytestmark = [pytest.mark.anyio, pytest.mark.live]
+
+
+@contextmanager
+def admin_session(base_url: str) -> Iterator[httpx2.Client]:
+    """Log in to the admin like a browser: cookie jar, CSRF token from the form."""
+    with httpx2.Client(base_url=base_url, follow_redirects=False) as client:
+        yield _logged_in(client, base_url)
+
+
+def _logged_in(client: httpx2.Client, base_url: str) -> httpx2.Client:
+    login = client.get("/admin/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login.text).group(1)
+    response = client.post(
+        "/admin/login/?next=/admin/",
+        data={"username": "admin", "password": "admin", "csrfmiddlewaretoken": token, "next": "/admin/"},
+        headers={"Referer": base_url + "/admin/login/"},
+    )
+    assert response.status_code == 302, response.text
+    return client
+
+
+def row_id(client: httpx2.Client, key: str) -> str:
+    page = client.get("/admin/mcp_expose/exposedtool/", params={"q": key})
+    return re.search(r'name="_selected_action" value="(\d+)"', page.text).group(1)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+async def test_disabling_in_the_admin_of_one_process_hides_the_tool_in_another(tmp_path: Path, mode: str) -> None:
+    key = prepare_demo(tmp_path)
+    with run_server(tmp_path) as first, run_server(tmp_path) as second:
+        async with connect(second.mcp_url, key, mode) as client:
+            assert "library.popular_authors" in [tool.name for tool in (await client.list_tools()).tools]
+
+        with admin_session(first.base_url) as admin:
+            pk = row_id(admin, "library.popular_authors")
+            changelist = "/admin/mcp_expose/exposedtool/"
+            action = {"action": "disable_selected", "_selected_action": pk, "index": "0"}
+            # Without the CSRF token the admin refuses and nothing changes.
+            assert admin.post(changelist, data=action, headers={"Referer": first.base_url + changelist}).status_code == 403
+            async with connect(second.mcp_url, key, mode) as client:
+                assert "library.popular_authors" in [tool.name for tool in (await client.list_tools()).tools]
+
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', admin.get(changelist).text).group(1)
+            done = admin.post(
+                changelist,
+                data={**action, "csrfmiddlewaretoken": token},
+                headers={"Referer": first.base_url + changelist},
+            )
+            assert done.status_code == 302
+
+        async with connect(second.mcp_url, key, mode) as client:
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            assert "library.popular_authors" not in names and "library.search_books" in names
+            with pytest.raises(Exception, match="Unknown tool: library.popular_authors"):
+                await client.call_tool("library.popular_authors", {})
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+async def test_servers_without_lifespan_events_start_the_sdk_on_first_use(tmp_path: Path, mode: str) -> None:
+    """daphne and runserver send no lifespan events; uvicorn --lifespan off behaves the same way."""
+    key = prepare_demo(tmp_path)
+    with run_server(tmp_path, lifespan="off") as server:
+        async with connect(server.mcp_url, key, mode) as client:
+            result = await client.call_tool("library.echo", {"message": "first use"})
+        assert result.structured_content == {"caller": "admin", "message": "first use"}
+        assert "Task group is not initialized" not in server.log()

@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+import mcp_expose
+from mcp_expose.checks import declaration_messages
+from mcp_expose.discovery import autodiscover
+from mcp_expose.errors import DeclarationError
+from mcp_expose.registry import CapabilityRegistry
+
+
+def declare(registry: CapabilityRegistry, key: str, **options: Any) -> Any:
+    def func(x: int = 0) -> int:
+        """Doc line."""
+        return x
+
+    func.__name__ = key.rsplit(".", 1)[-1]
+    return mcp_expose.tool(registry=registry, key=key, **options)(func)
+
+
+def test_the_decorator_returns_the_function_itself(registry: CapabilityRegistry) -> None:
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    assert mcp_expose.tool(registry=registry, key="math.add")(add) is add
+    assert add(2, 3) == 5
+    capability = registry.get("math.add")
+    assert capability is not None
+    assert capability.name == "math.add" and capability.description == "Add two numbers."
+    assert capability.is_async is False
+
+
+def test_bare_decorator_uses_app_label_and_function_name(restore_global_registry: CapabilityRegistry) -> None:
+    # Declared inside an installed app's module namespace, as autodiscovery does.
+    namespace: dict[str, Any] = {"__name__": "project.library.extra", "mcp_expose": mcp_expose}
+    exec("@mcp_expose.tool\nasync def shelf_count() -> int:\n    return 1\n", namespace)
+    capability = restore_global_registry.get("library.shelf_count")
+    assert capability is not None and capability.is_async
+    assert namespace["shelf_count"].__name__ == "shelf_count"
+
+
+def test_declaration_outside_an_app_needs_a_key(registry: CapabilityRegistry) -> None:
+    namespace: dict[str, Any] = {"__name__": "somewhere_else", "mcp_expose": mcp_expose, "registry": registry}
+    with pytest.raises(DeclarationError, match="not inside an installed app.*key="):
+        exec("@mcp_expose.tool(registry=registry)\ndef f() -> int:\n    return 1\n", namespace)
+
+
+def test_options_are_recorded(registry: CapabilityRegistry) -> None:
+    declare(
+        registry, "shop.refund", name="refund", title="Refund", description="Give money back.",
+        scopes=["shop:write"], permissions=["shop.change_order"], destructive=True, idempotent=False,
+        enabled=False,
+    )
+    capability = registry.get("shop.refund")
+    assert capability is not None
+    assert (capability.name, capability.title, capability.description) == ("refund", "Refund", "Give money back.")
+    assert capability.scopes == {"shop:write"} and capability.permissions == {"shop.change_order"}
+    assert capability.annotations.as_dict() == {"destructiveHint": True, "idempotentHint": False}
+    assert capability.enabled_by_default is False
+
+
+def test_a_single_string_for_scopes_is_refused(registry: CapabilityRegistry) -> None:
+    with pytest.raises(DeclarationError, match="list of strings"):
+        declare(registry, "shop.x", scopes="shop:write")
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [("", "non-empty"), ("a" * 65, "65 characters"), ("has space", "' '"), ("slash/y", "'/'"), ("ünï", "'ïü'")],
+)
+def test_invalid_names_are_reported(registry: CapabilityRegistry, name: str, fragment: str) -> None:
+    declare(registry, "app.tool", name=name or None)
+    if name == "":
+        # An empty name falls back to the identity, which is valid.
+        assert registry.problems() == []
+        return
+    problems = registry.problems()
+    assert [p[0] for p in problems] == ["mcp_expose.E002"]
+    assert fragment in problems[0][1] and "tests.test_registry" in problems[0][1]
+
+
+def test_names_of_64_characters_are_fine(registry: CapabilityRegistry) -> None:
+    declare(registry, "app.tool", name="a" * 64)
+    assert registry.problems() == []
+
+
+def test_collisions_name_both_declarations_even_when_only_case_differs(registry: CapabilityRegistry) -> None:
+    declare(registry, "app.one", name="Lookup")
+    declare(registry, "app.two", name="lookup")
+    declare(registry, "app.three", name="other")
+    declare(registry, "app.three", name="other-again")
+    problems = registry.problems()
+    assert [p[0] for p in problems] == ["mcp_expose.E003", "mcp_expose.E003"]
+    assert "'lookup'" in problems[0][1] and "'Lookup'" in problems[0][1] and "differ only in case" in problems[0][1]
+    assert "'app.three'" in problems[1][1]
+
+
+def test_the_system_check_reports_the_same_problems(registry: CapabilityRegistry) -> None:
+    declare(registry, "app.one", name="dup")
+    declare(registry, "app.two", name="DUP")
+    declare(registry, "app.three", scopes=["bad scope"], permissions=["nodot"])
+    messages = declaration_messages(registry)
+    assert sorted(m.id for m in messages) == ["mcp_expose.E003", "mcp_expose.E004", "mcp_expose.E010"]
+    assert all(m.hint for m in messages)
+
+
+def test_startup_refuses_a_registry_with_problems(restore_global_registry: CapabilityRegistry) -> None:
+    from django.apps import apps
+
+    declare(restore_global_registry, "library.search_books_again", name="library.SEARCH_BOOKS")
+    with pytest.raises(ImproperlyConfigured, match=r"mcp_expose\.E003.*library\.search_books"):
+        apps.get_app_config("mcp_expose").ready()
+
+
+def test_autodiscovery_imports_modules_and_rolls_back_broken_ones(
+    restore_global_registry: CapabilityRegistry,
+) -> None:
+    with override_settings(INSTALLED_APPS=["tests.apps.quiet", "tests.apps.declaring"]):
+        autodiscover("mcp", restore_global_registry)
+    assert "declaring.ping" in restore_global_registry
+    with override_settings(INSTALLED_APPS=["tests.apps.broken"]):
+        with pytest.raises(ModuleNotFoundError, match="this_module_does_not_exist"):
+            autodiscover("mcp", restore_global_registry)
+    # What the broken module registered before failing was rolled back.
+    assert "broken.first" not in restore_global_registry

@@ -1,0 +1,197 @@
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Any, Literal
+
+import pytest
+from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
+
+from mcp_expose import InvocationContext, Principal
+from mcp_expose.errors import DeclarationError, InvalidInput
+from mcp_expose.schema import build_signature, thaw
+
+
+def schema_of(func: Any) -> dict[str, Any]:
+    return thaw(build_signature(func, origin="tests.f").input_schema)
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Address(BaseModel):
+    street: str
+    city: str = Field(description="City name.")
+
+
+class Person(BaseModel):
+    name: str
+    home: Address
+    work: Address | None = None
+
+
+class Node(BaseModel):
+    label: str
+    children: list[Node] = []
+
+
+class Summary(TypedDict):
+    count: int
+    names: list[str]
+
+
+def test_properties_keep_parameter_order_and_the_object_is_closed() -> None:
+    def f(zeta: int, alpha: str, middle: bool = False) -> None: ...
+
+    schema = schema_of(f)
+    assert list(schema["properties"]) == ["zeta", "alpha", "middle"]
+    assert schema["required"] == ["zeta", "alpha"]
+    assert schema["additionalProperties"] is False
+    assert schema["type"] == "object"
+    assert schema["properties"]["middle"] == {"default": False, "type": "boolean"}
+
+
+def test_a_function_without_parameters_has_an_empty_closed_schema() -> None:
+    def f() -> None: ...
+
+    assert schema_of(f) == {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def test_descriptions_come_from_annotated_and_field() -> None:
+    def f(
+        a: Annotated[int, Field(description="First.", ge=1, le=9)],
+        b: str = Field("x", description="Second.", max_length=3),
+    ) -> None: ...
+
+    props = schema_of(f)["properties"]
+    assert props["a"] == {"description": "First.", "maximum": 9, "minimum": 1, "type": "integer"}
+    assert props["b"] == {"default": "x", "description": "Second.", "maxLength": 3, "type": "string"}
+
+
+def test_literal_and_enum_become_enums() -> None:
+    def f(mode: Literal["fast", "slow"], color: Color, only: Literal["one"]) -> None: ...
+
+    props = schema_of(f)["properties"]
+    assert props["mode"]["enum"] == ["fast", "slow"]
+    assert props["color"]["enum"] == ["red", "blue"]
+    assert props["only"]["enum"] == ["one"]
+    assert "const" not in props["only"]
+
+
+def test_nested_models_are_inlined_without_refs() -> None:
+    def f(person: Person) -> None: ...
+
+    schema = schema_of(f)
+    text = repr(schema)
+    assert "$ref" not in text and "$defs" not in text
+    person = schema["properties"]["person"]
+    assert person["properties"]["home"]["properties"]["city"]["description"] == "City name."
+    assert person["properties"]["work"]["anyOf"][0]["properties"]["street"] == {"type": "string"}
+
+
+def test_recursive_types_are_refused_with_advice() -> None:
+    def f(tree: Node) -> None: ...
+
+    with pytest.raises(DeclarationError, match=r"tests\.f: type 'Node' refers to itself.*flat shape"):
+        build_signature(f, origin="tests.f")
+
+
+def test_injected_parameters_are_not_in_the_schema() -> None:
+    def f(ctx: InvocationContext, caller: Principal, principal: Any, request: Any, x: int) -> None: ...
+
+    signature = build_signature(f, origin="tests.f")
+    assert list(signature.input_schema["properties"]) == ["x"]
+    assert dict(signature.injections) == {
+        "ctx": "context",
+        "caller": "principal",
+        "principal": "principal",
+        "request": "request",
+    }
+
+
+def test_missing_hint_and_star_args_are_refused() -> None:
+    def untyped(x) -> None: ...  # type: ignore[no-untyped-def]
+
+    def star(*args: int) -> None: ...
+
+    def positional(x: int, /) -> None: ...
+
+    with pytest.raises(DeclarationError, match="'x' has no type hint"):
+        build_signature(untyped, origin="tests.f")
+    with pytest.raises(DeclarationError, match="'args' is variadic positional"):
+        build_signature(star, origin="tests.f")
+    with pytest.raises(DeclarationError, match="'x' is positional-only"):
+        build_signature(positional, origin="tests.f")
+
+
+def test_output_schema_only_for_models_and_typeddicts() -> None:
+    def model() -> Person: ...
+    def typed() -> Summary: ...
+    def plain() -> dict[str, int]: ...
+    def nothing(): ...  # type: ignore[no-untyped-def]
+
+    model_schema = thaw(build_signature(model, origin="t").output_schema)
+    assert model_schema["type"] == "object" and "$ref" not in repr(model_schema)
+    assert model_schema["properties"]["home"]["properties"]["street"] == {"type": "string"}
+    assert thaw(build_signature(typed, origin="t").output_schema) == {
+        "type": "object",
+        "properties": {"count": {"type": "integer"}, "names": {"items": {"type": "string"}, "type": "array"}},
+        "required": ["count", "names"],
+    }
+    assert build_signature(plain, origin="t").output_schema is None
+    assert build_signature(nothing, origin="t").output_schema is None
+
+
+def test_results_are_validated_against_the_output_schema() -> None:
+    def typed() -> Summary: ...
+
+    signature = build_signature(typed, origin="t")
+    assert signature.validate_result({"count": 2, "names": ["a", "b"]}) == {"count": 2, "names": ["a", "b"]}
+    with pytest.raises(Exception, match="count"):
+        signature.validate_result({"names": []})
+
+
+def test_arguments_are_validated_strictly_with_json_paths() -> None:
+    def f(n: int, person: Person, tags: list[str] = []) -> None: ...  # noqa: B006
+
+    signature = build_signature(f, origin="t")
+    assert signature.validate_arguments(
+        {"n": 1, "person": {"name": "A", "home": {"street": "S", "city": "C"}}}
+    )["tags"] == []
+    with pytest.raises(InvalidInput) as caught:
+        signature.validate_arguments(
+            {"n": "5", "person": {"name": "A", "home": {"street": 1}}, "tags": ["ok", 2], "extra": True}
+        )
+    paths = {problem["path"] for problem in caught.value.details}
+    assert paths == {"$.n", "$.person.home.street", "$.person.home.city", "$.tags[1]", "$.extra"}
+    # The offending values are never echoed back.
+    assert "'5'" not in repr(caught.value.details)
+
+
+def test_an_injected_parameter_name_is_refused_like_any_unknown_key() -> None:
+    def f(x: int, principal: Principal) -> None: ...
+
+    signature = build_signature(f, origin="t")
+    with pytest.raises(InvalidInput) as injected:
+        signature.validate_arguments({"x": 1, "principal": {"user": "root"}})
+    with pytest.raises(InvalidInput) as unknown:
+        signature.validate_arguments({"x": 1, "whatever": {"user": "root"}})
+    assert [p["message"] for p in injected.value.details] == [p["message"] for p in unknown.value.details]
+    assert injected.value.details[0]["path"] == "$.principal"
+
+
+def test_non_finite_numbers_in_arguments_are_invalid_input() -> None:
+    def f(x: float) -> None: ...
+
+    with pytest.raises(InvalidInput):
+        build_signature(f, origin="t").validate_arguments({"x": float("nan")})
+
+
+def test_compiled_schemas_are_read_only() -> None:
+    def f(x: int) -> None: ...
+
+    signature = build_signature(f, origin="t")
+    with pytest.raises(TypeError):
+        signature.input_schema["properties"]["y"] = {}  # type: ignore[index]
