@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models.signals import post_delete, post_migrate, post_save
+from django.db.models.signals import m2m_changed, post_delete, post_migrate, post_save
 from django.utils.translation import gettext_lazy as _
 
 
@@ -16,6 +16,7 @@ class McpExposeConfig(AppConfig):
         from .conf import get_settings
         from .discovery import autodiscover
         from .models import ExposedTool
+        from .oauth import checks as oauth_checks  # noqa: F401
         from .registry import registry
         from .signals import row_saved, sync_after_migrate
 
@@ -29,3 +30,6 @@ class McpExposeConfig(AppConfig):
         post_migrate.connect(sync_after_migrate, sender=self, dispatch_uid="mcp_expose.sync_after_migrate")
         post_save.connect(row_saved, sender=ExposedTool, dispatch_uid="mcp_expose.row_saved")
         post_delete.connect(row_saved, sender=ExposedTool, dispatch_uid="mcp_expose.row_deleted")
+        m2m_changed.connect(
+            row_saved, sender=ExposedTool.allowed_clients.through, dispatch_uid="mcp_expose.clients_changed"
+        )

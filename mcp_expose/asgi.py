@@ -19,16 +19,24 @@ from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .auth import AuthFailure, authenticate
 from .catalog import Catalog, CatalogProvider
 from .catalog import provider as default_provider
 from .conf import get_settings
-from .edge import check_request
+from .edge import check_host, check_request
+from .oauth.resource import (
+    PRM_PREFIX,
+    bearer_challenge,
+    protected_resource_metadata,
+    request_origin,
+    resource_uri,
+)
 from .principal import Principal
 from .server import CATALOG_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, build_server
+from .stepup import may_be_tool_call, missing_scopes, tool_call_name
 
 logger = logging.getLogger("mcp_expose.asgi")
 
@@ -68,6 +76,8 @@ class McpExposeASGI:
             await self._lifespan(receive, send)
         elif scope["type"] == "http" and scope["path"] in (self.path, self.path + "/"):
             await self._serve_mcp(scope, receive, send)
+        elif scope["type"] == "http" and scope["path"] in (PRM_PREFIX, PRM_PREFIX + self.path):
+            await self._serve_metadata(scope, receive, send)
         else:
             await self.django_app(scope, receive, send)
 
@@ -102,27 +112,65 @@ class McpExposeASGI:
 
     async def _serve_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
-        refusal = check_request(scope.get("scheme", "http"), headers)
+        scheme = scope.get("scheme", "http")
+        refusal = check_request(scheme, headers)
         if refusal is not None:
             await _json_error(refusal.status, refusal.error, refusal.description)(scope, receive, send)
             return
+        resource = resource_uri(scheme, headers)
         query_keys = frozenset(key for key, _ in parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-        result, catalog = await sync_to_async(self._authenticate, thread_sensitive=True)(headers, query_keys)
+        result, catalog = await sync_to_async(self._authenticate, thread_sensitive=True)(headers, query_keys, resource)
         if isinstance(result, AuthFailure):
-            await _challenge(result)(scope, receive, send)
+            await _challenge(result, resource)(scope, receive, send)
             return
+        assert catalog is not None
+        if result.method == "oauth":
+            tool_name = None
+            if may_be_tool_call(headers) and not get_settings().HIDE_FORBIDDEN_TOOLS:
+                body = await _read_body(receive, get_settings().MAX_REQUEST_BODY_SIZE)
+                if body is None:
+                    await _json_error(413, "request_too_large", "The request body is too large.")(scope, receive, send)
+                    return
+                tool_name = tool_call_name(headers, body)
+                receive = _replay(body, receive)
+            lacking = missing_scopes(result, catalog, tool_name)
+            if lacking:
+                await _insufficient_scope(lacking, resource)(scope, receive, send)
+                return
         await self._ensure_started()
         scope = dict(scope)
         scope[PRINCIPAL_SCOPE_KEY] = result
         scope[CATALOG_SCOPE_KEY] = catalog
-        scope["user"] = AuthenticatedUser(_access_token_for(result))
+        scope["user"] = AuthenticatedUser(_access_token_for(result, resource))
         await self.mcp_app(scope, receive, send)
 
+    async def _serve_metadata(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """RFC 9728 protected resource metadata, at the path form and the root form."""
+        headers = _headers(scope)
+        refusal = check_host(headers)
+        if refusal is not None:
+            await _json_error(refusal.status, refusal.error, refusal.description)(scope, receive, send)
+            return
+        cors = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET, OPTIONS"}
+        if scope["method"] == "OPTIONS":
+            await Response(status_code=204, headers={**cors, "Access-Control-Allow-Headers": "*"})(
+                scope, receive, send
+            )
+            return
+        if scope["method"] not in ("GET", "HEAD"):
+            await Response(status_code=405, headers={"Allow": "GET, OPTIONS"})(scope, receive, send)
+            return
+        scheme = scope.get("scheme", "http")
+        document = await sync_to_async(protected_resource_metadata, thread_sensitive=True)(
+            resource_uri(scheme, headers), request_origin(scheme, headers)
+        )
+        await JSONResponse(document, headers={**cors, "Cache-Control": "public, max-age=3600"})(scope, receive, send)
+
     def _authenticate(
-        self, headers: Mapping[str, str], query_keys: frozenset[str]
+        self, headers: Mapping[str, str], query_keys: frozenset[str], resource: str
     ) -> tuple[Principal | AuthFailure, Catalog | None]:
         """One thread hop for everything a request needs from the database and cache."""
-        result = authenticate(headers, query_keys)
+        result = authenticate(headers, query_keys, resource)
         if isinstance(result, AuthFailure):
             return result, None
         return result, self.provider.get_sync()
@@ -137,7 +185,7 @@ def _headers(scope: Scope) -> dict[str, str]:
     return headers
 
 
-def _access_token_for(principal: Principal) -> AccessToken:
+def _access_token_for(principal: Principal, resource: str) -> AccessToken:
     """The SDK's view of the caller (binds request state to it). Carries identifiers, never the secret."""
     if principal.method == "api_key":
         client_id = f"api-key:{principal.api_key_prefix}"
@@ -148,6 +196,7 @@ def _access_token_for(principal: Principal) -> AccessToken:
         token=client_id,
         client_id=client_id,
         scopes=sorted(principal.scopes),
+        resource=resource,
         subject=str(user_pk) if user_pk is not None else None,
     )
 
@@ -156,7 +205,50 @@ def _json_error(status: int, error: str, description: str, headers: dict[str, st
     return JSONResponse({"error": error, "error_description": description}, status_code=status, headers=headers)
 
 
-def _challenge(failure: AuthFailure) -> JSONResponse:
-    params = [] if failure.error is None else [f'error="{failure.error}"', f'error_description="{failure.description}"']
-    header = "Bearer" + (" " + ", ".join(params) if params else "")
-    return _json_error(failure.status, failure.error or "unauthorized", failure.description, {"WWW-Authenticate": header})
+def _challenge(failure: AuthFailure, resource: str) -> JSONResponse:
+    """401 telling the client where our metadata is and which scope to ask for (error= only if a token came)."""
+    challenge = bearer_challenge(
+        resource=resource,
+        scopes=[get_settings().BASE_SCOPE] if get_settings().BASE_SCOPE else [],
+        error=failure.error,
+        description=failure.description if failure.error else None,
+    )
+    return _json_error(failure.status, failure.error or "unauthorized", failure.description, {"WWW-Authenticate": challenge})
+
+
+def _insufficient_scope(scopes: frozenset[str], resource: str) -> JSONResponse:
+    description = "This request needs the scopes: " + " ".join(sorted(scopes)) + "."
+    challenge = bearer_challenge(resource=resource, scopes=scopes, error="insufficient_scope", description=description)
+    return _json_error(403, "insufficient_scope", description, {"WWW-Authenticate": challenge})
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole request body, or None once it exceeds `limit` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that yields the already-read body once, then defers to the real one (disconnects)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

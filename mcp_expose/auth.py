@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from .conf import get_settings
 from .principal import Principal, anonymous_principal, principal_for_user
+from .scopes import expand_scopes
 
 logger = logging.getLogger("mcp_expose.auth")
 
@@ -38,8 +39,14 @@ TOKEN_IN_URL = AuthFailure("invalid_request", "Send credentials in the Authoriza
 URL_TOKEN_PARAMETERS = frozenset({"access_token", "api_key"})
 
 
-def authenticate(headers: Mapping[str, str], query_keys: frozenset[str] = frozenset()) -> Principal | AuthFailure:
-    """The caller behind `headers` (lower-cased names). Sync: touches the database."""
+def authenticate(
+    headers: Mapping[str, str], query_keys: frozenset[str] = frozenset(), resource: str | None = None
+) -> Principal | AuthFailure:
+    """The caller behind `headers` (lower-cased names). Sync: touches the database.
+
+    A bearer shaped like one of our API keys is checked as an API key; anything
+    else as an OAuth access token issued for `resource`.
+    """
     if query_keys & URL_TOKEN_PARAMETERS:
         return TOKEN_IN_URL
     authorization = headers.get("authorization")
@@ -56,7 +63,15 @@ def authenticate(headers: Mapping[str, str], query_keys: frozenset[str] = frozen
         return INVALID_TOKEN
     close_old_connections()
     try:
-        return authenticate_api_key(token)
+        from django.apps import apps
+
+        from .models import ApiKey
+
+        if ApiKey.prefix_of(token) is not None or resource is None or not apps.is_installed("oauth2_provider"):
+            return authenticate_api_key(token)
+        from .oauth.verifier import authenticate_access_token
+
+        return authenticate_access_token(token, resource)
     finally:
         close_old_connections()
 
@@ -76,7 +91,7 @@ def authenticate_api_key(secret: str) -> Principal | AuthFailure:
         return INVALID_TOKEN
     _touch(key)
     return principal_for_user(
-        key.user, key.scope_set, "api_key", api_key_id=key.pk, api_key_prefix=key.prefix, credential=key
+        key.user, expand_scopes(key.scope_set), "api_key", api_key_id=key.pk, api_key_prefix=key.prefix, credential=key
     )
 
 

@@ -12,9 +12,9 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
 
-from .names import name_problem, split_scopes
+from .names import name_problem
 from .registry import Annotations, Capability, CapabilityRegistry
 from .registry import registry as default_registry
 from .revision import current_revision
@@ -22,15 +22,18 @@ from .revision import current_revision
 logger = logging.getLogger("mcp_expose.catalog")
 
 
-class ExposureRow(Protocol):
-    """The fields of an `ExposedTool` row the compiler reads."""
+@dataclass(frozen=True, slots=True)
+class ExposureState:
+    """An exposure row's decisions, as plain data (see `ExposedTool.exposure_state`)."""
 
     key: str
-    enabled: bool
-    wire_name: str
-    title: str
-    description: str
-    extra_scopes: str
+    enabled: bool = True
+    wire_name: str = ""
+    title: str = ""
+    description: str = ""
+    extra_scopes: frozenset[str] = frozenset()
+    # Client ids of the OAuth applications allowed to use the tool; empty means any caller.
+    allowed_clients: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,7 @@ class ToolEntry:
     permissions: frozenset[str]
     annotations: Annotations
     capability: Capability
+    allowed_clients: frozenset[str] = frozenset()
 
     @property
     def input_schema(self) -> Mapping[str, Any]:
@@ -68,7 +72,7 @@ class Catalog:
 
 
 def compile_catalog(
-    capabilities: Iterable[Capability], rows: Mapping[str, ExposureRow], revision: str | None = None
+    capabilities: Iterable[Capability], rows: Mapping[str, ExposureState], revision: str | None = None
 ) -> Catalog:
     """Join declarations and rows into the served catalog, in declaration order.
 
@@ -104,10 +108,11 @@ def compile_catalog(
             key=capability.key,
             title=(row.title if row is not None else "") or capability.title,
             description=(row.description if row is not None else "") or capability.description,
-            scopes=capability.scopes | (split_scopes(row.extra_scopes) if row is not None else frozenset()),
+            scopes=capability.scopes | (row.extra_scopes if row is not None else frozenset()),
             permissions=capability.permissions,
             annotations=capability.annotations,
             capability=capability,
+            allowed_clients=row.allowed_clients if row is not None else frozenset(),
         )
         tools.append(entry)
         by_name[name] = entry
@@ -150,10 +155,17 @@ class CatalogProvider:
         self._catalog = None
 
     @staticmethod
-    def _load_rows() -> dict[str, ExposureRow]:
+    def _load_rows() -> dict[str, ExposureState]:
         from .models import ExposedTool
 
-        return {row.key: row for row in ExposedTool.objects.all()}
+        through = ExposedTool.allowed_clients.through
+        allowed: dict[int, set[str]] = {}
+        for tool_id, client_id in through.objects.values_list("exposedtool_id", "application__client_id"):
+            allowed.setdefault(tool_id, set()).add(client_id)
+        return {
+            row.key: row.exposure_state(frozenset(allowed.get(row.pk, ())))
+            for row in ExposedTool.objects.all()
+        }
 
 
 provider = CatalogProvider()

@@ -101,11 +101,9 @@ def check_rows(app_configs: Any = None, databases: Any = None, **kwargs: Any) ->
     """Rows whose name clashes are left out of the catalog; say which."""
     if not databases:
         return []
-    from .catalog import compile_catalog
-    from .models import ExposedTool
+    from .catalog import CatalogProvider, compile_catalog
 
-    rows = {row.key: row for row in ExposedTool.objects.all()}
-    catalog = compile_catalog(default_registry, rows)
+    catalog = compile_catalog(default_registry, CatalogProvider._load_rows())
     return [
         checks.Warning(problem, hint="Rename the tool in the admin.", id="mcp_expose.W002")
         for problem in catalog.problems

@@ -34,6 +34,23 @@ DEFAULTS: dict[str, Any] = {
     "CACHE_ALIAS": "default",
     # How often (seconds) an API key's last_used_at is written at most.
     "API_KEY_LAST_USED_INTERVAL": 60,
+    # The canonical URI of the MCP endpoint, e.g. "https://mcp.example.com/mcp". OAuth tokens must be issued
+    # for exactly this resource. None: derived from each request's scheme, Host and PATH (development only).
+    "RESOURCE": None,
+    # Issuer URLs advertised in the protected resource metadata. None: django-oauth-toolkit's issuer
+    # (OIDC_ISS_ENDPOINT, or this site's /o/ mount).
+    "AUTHORIZATION_SERVERS": None,
+    # Human-readable name in the protected resource metadata.
+    "RESOURCE_NAME": None,
+    # The scope every OAuth token needs to use the endpoint at all; clients are told to ask for it.
+    "BASE_SCOPE": "mcp",
+    # Broader scopes imply narrower ones: {"library:write": ["library:read"]}. Applied transitively.
+    "SCOPE_HIERARCHY": {},
+    # scopes_supported in the protected resource metadata. None: just the base scope (keep it minimal).
+    "SCOPES_SUPPORTED": None,
+    # Answer calls to tools the caller may not use as unknown tools (-32602) instead of a 403 step-up
+    # challenge, so that their existence does not leak.
+    "HIDE_FORBIDDEN_TOOLS": False,
     # Answer every MCP request as JSON instead of SSE. Off: SSE lets clients see progress and
     # lets a disconnect cancel a running call.
     "JSON_RESPONSE": False,

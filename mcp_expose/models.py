@@ -13,7 +13,9 @@ from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from oauth2_provider.settings import oauth2_settings
 
+from .catalog import ExposureState
 from .names import name_problem, scope_problem, split_scopes
 
 
@@ -58,6 +60,13 @@ class ExposedTool(models.Model):
         validators=[validate_scopes],
         help_text=_("Space-separated scopes required in addition to those declared in code."),
     )
+    allowed_clients = models.ManyToManyField(
+        oauth2_settings.APPLICATION_MODEL,
+        blank=True,
+        related_name="+",
+        verbose_name=_("allowed OAuth clients"),
+        help_text=_("If any are chosen, only these OAuth clients may see and call the tool (API keys may not)."),
+    )
     stale = models.BooleanField(
         _("stale"), default=False, editable=False, help_text=_("The capability no longer exists in code.")
     )
@@ -83,6 +92,18 @@ class ExposedTool(models.Model):
     @property
     def extra_scope_set(self) -> frozenset[str]:
         return split_scopes(self.extra_scopes)
+
+    def exposure_state(self, allowed_client_ids: frozenset[str] = frozenset()) -> ExposureState:
+        """The row as the catalog compiler reads it (pass the allowed clients' ids, prefetched)."""
+        return ExposureState(
+            key=self.key,
+            enabled=self.enabled,
+            wire_name=self.wire_name,
+            title=self.title,
+            description=self.description,
+            extra_scopes=self.extra_scope_set,
+            allowed_clients=allowed_client_ids,
+        )
 
     def clean(self) -> None:
         super().clean()

@@ -21,10 +21,16 @@ ALLOWED = Decision(allowed=True)
 
 
 def decide(principal: Principal, entry: ToolEntry) -> Decision:
-    """May `principal` see and call `entry`? Pure: reads only the principal and the entry."""
+    """May `principal` see and call `entry`? Pure: reads only the principal and the entry.
+
+    Checked in order: scopes, allowed OAuth clients (API keys are not OAuth
+    clients; the command line is trusted), Django permissions.
+    """
     missing_scopes = entry.scopes - principal.scopes
     if missing_scopes:
         return Decision(False, "missing scope", missing_scopes=missing_scopes)
+    if entry.allowed_clients and principal.method != "local" and principal.client_id not in entry.allowed_clients:
+        return Decision(False, "client not allowed")
     if not principal.has_perms(entry.permissions):
         return Decision(
             False, "missing permission", missing_permissions=entry.permissions - principal.permissions

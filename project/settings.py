@@ -10,6 +10,8 @@ isolated copies side by side:
 import os
 from pathlib import Path
 
+from mcp_expose.oauth.settings import oauth2_provider_settings
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("DEMO_DATA_DIR", BASE_DIR / "var"))
 
@@ -25,8 +27,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "oauth2_provider",
+    # Before oauth2_provider, so that its consent page template is ours.
     "mcp_expose",
+    "oauth2_provider",
     "project.library",
 ]
 
@@ -92,15 +95,29 @@ USE_TZ = True
 STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-LOGIN_URL = "admin:login"
+LOGIN_URL = "login"
 
 MCP_EXPOSE = {
     "SERVER_NAME": "library-demo",
+    "RESOURCE_NAME": "Library demo",
+    # Every OAuth token needs "mcp"; the library scopes imply it, and writing implies reading.
+    "BASE_SCOPE": "mcp",
+    "SCOPE_HIERARCHY": {"library:write": ["library:read"], "library:read": ["mcp"]},
     "SERVER_TITLE": "Library demo",
     "INSTRUCTIONS": "Tools for a small lending library: search the catalogue, look up books, borrow and return.",
     # The MCP Inspector runs in a browser on localhost.
     "ALLOWED_ORIGINS": ["http://localhost:*", "http://127.0.0.1:*"],
 }
+
+# django-oauth-toolkit is the authorization server, mounted at /o/.
+OAUTH2_PROVIDER = oauth2_provider_settings(
+    scopes={
+        "mcp": "Use this server's basic MCP tools",
+        "library:read": "Search the library and see your loans",
+        "library:write": "Borrow and return books in your name",
+    },
+    default_scopes=["mcp"],
+)
 
 LOGGING = {
     "version": 1,

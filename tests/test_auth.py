@@ -31,7 +31,7 @@ def test_a_valid_key_becomes_a_principal_with_permissions(user: User) -> None:
     principal = authenticate(bearer(secret))
     assert isinstance(principal, Principal)
     assert principal.user == user and principal.method == "api_key"
-    assert principal.scopes == {"library:read", "library:write"}
+    assert principal.scopes == {"library:read", "library:write", "mcp"}  # expanded by SCOPE_HIERARCHY
     assert principal.permissions == {"library.view_loan"}
     assert principal.api_key_prefix == key.prefix and secret not in repr(principal)
     key.refresh_from_db()

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import mcp_expose
-from mcp_expose.catalog import CatalogProvider, compile_catalog
+from mcp_expose.catalog import CatalogProvider, ExposureState, compile_catalog
 from mcp_expose.models import ExposedTool
 from mcp_expose.registry import CapabilityRegistry
 
@@ -20,8 +20,8 @@ def declare(registry: CapabilityRegistry, key: str, **options: Any) -> None:
     mcp_expose.tool(registry=registry, key=key, **options)(func)
 
 
-def row(key: str, **fields: Any) -> ExposedTool:
-    return ExposedTool(key=key, **{"enabled": True, **fields})
+def row(key: str, **fields: Any) -> ExposureState:
+    return ExposureState(key=key, **fields)
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_rows_switch_tools_on_and_off(three: CapabilityRegistry) -> None:
 def test_row_overrides_and_extra_scopes(three: CapabilityRegistry) -> None:
     catalog = compile_catalog(
         three,
-        {"app.c": row("app.c", wire_name="renamed", title="T", description="Row text.", extra_scopes="write admin")},
+        {"app.c": row("app.c", wire_name="renamed", title="T", description="Row text.", extra_scopes=frozenset({"write", "admin"}))},
     )
     entry = catalog.get("renamed")
     assert entry is not None and catalog.get("app.c") is None
@@ -58,7 +58,7 @@ def test_row_overrides_and_extra_scopes(three: CapabilityRegistry) -> None:
 
 
 def test_rows_without_a_capability_are_never_served(three: CapabilityRegistry) -> None:
-    catalog = compile_catalog(three, {"gone.tool": row("gone.tool", stale=True), "gone.two": row("gone.two")})
+    catalog = compile_catalog(three, {"gone.tool": row("gone.tool"), "gone.two": row("gone.two")})
     assert {entry.key for entry in catalog.tools} == {"app.c", "app.b"}
 
 
@@ -83,13 +83,14 @@ def test_provider_recompiles_only_when_the_revision_moves(
     from mcp_expose.revision import bump_revision
 
     provider = CatalogProvider(three)
-    with django_assert_num_queries(1):
+    # Two queries per compile, whatever the number of tools: the rows, and the allowed clients of all rows.
+    with django_assert_num_queries(2):
         first = provider.get_sync()
     with django_assert_num_queries(0):
         assert provider.get_sync() is first
     ExposedTool.objects.create(key="app.a", enabled=True)
     bump_revision()
-    with django_assert_num_queries(1):
+    with django_assert_num_queries(2):
         second = provider.get_sync()
     assert second is not first and second.get("app.a") is not None
 

@@ -47,7 +47,7 @@ def test_mcp_tools_lists_what_a_user_sees(reader: User) -> None:
     as_reader = run("mcp_tools", "--user", "reader")
     assert "library.search_books" in as_reader and "library.overdue_loans" not in as_reader
     narrow = json.loads(run("mcp_tools", "--user", "reader", "--scopes", "nothing", "--json"))
-    assert [tool["name"] for tool in narrow["tools"]] == ["library.echo"]
+    assert [tool["name"] for tool in narrow["tools"]] == ["library.echo", "library.whoami"]
     assert narrow["tools"][0]["inputSchema"]["additionalProperties"] is False
 
 

@@ -117,7 +117,9 @@ async def test_without_credentials_the_client_is_refused(demo_server: LiveServer
 def test_http_401_carries_a_bearer_challenge(demo_server: LiveServer) -> None:
     response = httpx2.post(demo_server.mcp_url, content=jsonrpc_body("tools/list"), headers=modern_headers("tools/list"))
     assert response.status_code == 401
-    assert response.headers["www-authenticate"] == "Bearer"
+    assert response.headers["www-authenticate"] == (
+        f'Bearer resource_metadata="{demo_server.base_url}/.well-known/oauth-protected-resource/mcp", scope="mcp"'
+    )
     assert response.json()["error"] == "unauthorized"
     bad = httpx2.post(
         demo_server.mcp_url, content=jsonrpc_body("tools/list"), headers=modern_headers("tools/list", "mcpx_x_y")

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from django.db import transaction
 from django.db.models import Count, Q
+from django.http import HttpRequest
 from django.utils import timezone
 from pydantic import Field
 from typing_extensions import TypedDict
@@ -79,6 +80,17 @@ async def library_stats() -> dict[str, int]:
 async def echo(message: Annotated[str, Field(max_length=1000)], context: InvocationContext) -> dict[str, str]:
     """Repeat a message back, with the name of the caller. Useful to check a connection."""
     return {"message": message, "caller": context.user.get_username() or "anonymous"}
+
+
+@mcp_expose.tool(read_only=True, open_world=False)
+def whoami(request: HttpRequest, principal: Principal) -> dict[str, object]:
+    """Who the server thinks you are: your user, the credential you presented, and your scopes."""
+    return {
+        "user": request.user.get_username(),
+        "credential": type(request.auth).__name__,
+        "client_id": principal.client_id,
+        "scopes": sorted(principal.scopes),
+    }
 
 
 @mcp_expose.tool(read_only=True, open_world=False, scopes=["library:read"])

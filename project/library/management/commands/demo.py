@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from mcp_expose.models import ApiKey
 from ...seed import seed_library
 
 DEMO_KEY_NAME = "demo"
+SCRIPT_CLIENT_NAME = "Demo scripts"
 DEMO_SCOPES = "library:read library:write"
 
 
@@ -37,6 +39,7 @@ class Command(BaseCommand):
         admin_password = self._ensure_user("admin", superuser=True, interactive=interactive)
         reader_password = self._ensure_user("reader", superuser=False, interactive=False)
         secret = self._demo_key()
+        client_id, client_secret = self._script_client()
 
         base = f"http://{host}:{port}"
         self.stdout.write(self.style.SUCCESS("The demo is ready."))
@@ -49,6 +52,14 @@ class Command(BaseCommand):
         if reader_password:
             self.stdout.write(f"  Reader login:  reader / {reader_password}")
         self.stdout.write(f"  API key:       {secret}")
+        self.stdout.write("  OAuth client for scripts (client credentials, acts as admin):")
+        self.stdout.write(f"                 client_id={client_id}")
+        self.stdout.write(f"                 client_secret={client_secret}")
+        self.stdout.write(
+            f"                 curl -u '{client_id}:{client_secret}' -d grant_type=client_credentials "
+            f"-d scope='library:write' -d resource={base}{get_settings().PATH} {base}/o/token/"
+        )
+        self.stdout.write(f"  Connect page:  {base}/mcp/connect/ (MCP Inspector, Claude, VS Code, Cursor)")
         self.stdout.write("  Try:           python manage.py mcp_tools --user admin")
         if serve:
             self._serve(host, port)
@@ -70,7 +81,7 @@ class Command(BaseCommand):
 
     def _demo_key(self) -> str:
         """The demo API key, kept in the data directory so every run can print it again."""
-        key_file = Path(settings.DATABASES["default"]["NAME"]).parent / "demo-api-key.txt"
+        key_file = self._data_dir() / "demo-api-key.txt"
         stored = key_file.read_text().strip() if key_file.exists() else ""
         for key in ApiKey.objects.filter(name=DEMO_KEY_NAME, revoked_at__isnull=True):
             if stored and key.matches(stored) and key.is_usable:
@@ -81,6 +92,32 @@ class Command(BaseCommand):
         key_file.write_text(secret + "\n")
         key_file.chmod(0o600)
         return secret
+
+    def _script_client(self) -> tuple[str, str]:
+        """A confidential OAuth client for scripts, its secret kept beside the database like the API key."""
+        from oauth2_provider.models import get_application_model
+
+        application_model = get_application_model()
+        secret_file = self._data_dir() / "demo-oauth-client.txt"
+        stored = secret_file.read_text().split() if secret_file.exists() else []
+        if len(stored) == 2 and application_model.objects.filter(client_id=stored[0]).exists():
+            return stored[0], stored[1]
+        application_model.objects.filter(name=SCRIPT_CLIENT_NAME).delete()
+        client_secret = secrets.token_urlsafe(32)
+        application = application_model.objects.create(
+            name=SCRIPT_CLIENT_NAME,
+            user=get_user_model()._default_manager.get(username="admin"),
+            client_type=application_model.CLIENT_CONFIDENTIAL,
+            authorization_grant_type=application_model.GRANT_CLIENT_CREDENTIALS,
+            client_secret=client_secret,
+        )
+        secret_file.write_text(f"{application.client_id} {client_secret}\n")
+        secret_file.chmod(0o600)
+        return application.client_id, client_secret
+
+    @staticmethod
+    def _data_dir() -> Path:
+        return Path(settings.DATABASES["default"]["NAME"]).parent
 
     def _serve(self, host: str, port: int) -> None:
         try:

@@ -1,0 +1,71 @@
+"""Pages people open in a browser: how to connect a client."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
+
+from .catalog import provider
+from .conf import get_settings
+from .oauth.resource import resource_uri
+
+
+def _request_headers(request: HttpRequest) -> dict[str, str]:
+    return {name.lower(): value for name, value in request.headers.items()}
+
+
+@login_required
+def connect(request: HttpRequest) -> HttpResponse:
+    """The endpoint URL, ready-to-paste client configurations, the scopes, and API keys."""
+    from oauth2_provider.settings import oauth2_settings
+
+    conf = get_settings()
+    url = resource_uri(request.scheme or "http", _request_headers(request))
+    name = conf.SERVER_NAME
+    catalog = provider.get_sync()
+    scopes = [
+        {
+            "scope": scope,
+            "description": description,
+            "tools": [entry.title or entry.name for entry in catalog.tools if scope in entry.scopes],
+        }
+        for scope, description in oauth2_settings.SCOPES.items()
+    ]
+    try:
+        api_key_url = reverse("admin:mcp_expose_apikey_add") if request.user.is_staff else None
+    except NoReverseMatch:
+        api_key_url = None
+    configs = [
+        ("Claude Code", "shell", f"claude mcp add --transport http {name} {url}"),
+        (
+            "Claude Desktop and claude.ai",
+            "text",
+            f"Settings → Connectors → Add custom connector.\nName: {name}\nURL: {url}",
+        ),
+        (
+            "VS Code (.vscode/mcp.json)",
+            "json",
+            json.dumps({"servers": {name: {"type": "http", "url": url}}}, indent=2),
+        ),
+        ("Cursor (~/.cursor/mcp.json)", "json", json.dumps({"mcpServers": {name: {"url": url}}}, indent=2)),
+        (
+            "MCP Inspector",
+            "shell",
+            f"npx @modelcontextprotocol/inspector\n# Transport: Streamable HTTP, URL: {url}, then Connect (OAuth runs in the browser)",
+        ),
+        (
+            "MCP Inspector CLI, with an API key",
+            "shell",
+            f'npx @modelcontextprotocol/inspector --cli {url} --transport http --method tools/list \\\n'
+            f'  --header "Authorization: Bearer $MCP_API_KEY"',
+        ),
+    ]
+    return render(
+        request,
+        "mcp_expose/connect.html",
+        {"mcp_url": url, "configs": configs, "scopes": scopes, "base_scope": conf.BASE_SCOPE, "api_key_url": api_key_url},
+    )

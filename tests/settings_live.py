@@ -1,0 +1,14 @@
+"""The demo settings, with switches the live OAuth tests flip through environment variables.
+
+- MCP_TEST_HIDE_FORBIDDEN_TOOLS=1: answer forbidden tools as unknown instead of a 403 challenge.
+- The CIMD fetcher accepts documents served over plain HTTP on 127.0.0.1, which the tests serve
+  themselves. This relaxation exists here only, never in the demo or a deployment.
+"""
+
+import os
+
+from project.settings import *  # noqa: F403
+from project.settings import MCP_EXPOSE, OAUTH2_PROVIDER
+
+MCP_EXPOSE = {**MCP_EXPOSE, "HIDE_FORBIDDEN_TOOLS": os.environ.get("MCP_TEST_HIDE_FORBIDDEN_TOOLS") == "1"}
+OAUTH2_PROVIDER = {**OAUTH2_PROVIDER, "CIMD_METADATA_FETCHER": "tests.cimd.LoopbackMetadataFetcher"}
