@@ -46,6 +46,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
     list_editable = ["enabled"]
     list_filter = ["enabled", "stale", AppLabelFilter]
     search_fields = ["key", "wire_name", "title", "description"]
+    filter_horizontal = ["allowed_clients"]
     actions = ["enable_selected", "disable_selected"]
     declared_fields = [
         "declared_name",
@@ -60,7 +61,10 @@ class ExposedToolAdmin(admin.ModelAdmin):
     readonly_fields = ["key", "stale", *declared_fields, "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["key", "enabled", "stale"]}),
-        (_("How it is offered"), {"fields": ["wire_name", "title", "description", "extra_scopes"]}),
+        (
+            _("How it is offered"),
+            {"fields": ["wire_name", "title", "description", "extra_scopes", "allowed_clients"]},
+        ),
         (_("Declared in code"), {"fields": declared_fields}),
         (_("History"), {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
     ]

@@ -73,12 +73,24 @@ def test_change_page_previews_the_schema_and_validates_names(admin_client: Clien
     assert clash.status_code == 200 and "already served under this name" in clash.content.decode()
     bad = admin_client.post(url, {"enabled": "on", "wire_name": "has space", "csrfmiddlewaretoken": token})
     assert "only letters, digits" in bad.content.decode()
+    from oauth2_provider.models import Application
+
+    favoured = Application.objects.create(
+        name="Favoured", client_type="public", authorization_grant_type="authorization-code",
+        redirect_uris="http://127.0.0.1/cb",
+    )
+    assert 'name="allowed_clients"' in page
     ok = admin_client.post(
-        url, {"enabled": "on", "wire_name": "book", "extra_scopes": "staff", "csrfmiddlewaretoken": token}
+        url,
+        {
+            "enabled": "on", "wire_name": "book", "extra_scopes": "staff", "allowed_clients": [favoured.pk],
+            "csrfmiddlewaretoken": token,
+        },
     )
     assert ok.status_code == 302
     entry = provider.get_sync().get("book")
     assert entry is not None and entry.scopes == {"library:read", "staff"}
+    assert entry.allowed_clients == {favoured.client_id}
 
 
 def test_rows_cannot_be_added_by_hand(admin_client: Client) -> None:

@@ -512,3 +512,13 @@ def test_mcp_doctor_passes_a_good_deployment_and_fails_a_bad_url(server: LiveSer
     bad = doctor(server.base_url + "/")
     assert bad.returncode == 1
     assert "FAIL  401 challenge" in bad.stdout and "FAIL  foreign Origin refused" in bad.stdout
+
+
+def test_batches_and_sessionless_methods_are_refused(server: LiveServer, read_token: dict[str, Any]) -> None:
+    token = read_token["access_token"]
+    batch = "[" + jsonrpc_body("tools/list") + "," + jsonrpc_body("tools/list", request_id=2) + "]"
+    response = httpx2.post(server.mcp_url, content=batch, headers=modern_headers("tools/list", token))
+    assert response.status_code == 400 and response.json()["error"]["code"] == -32600
+    for method in ("GET", "DELETE"):
+        response = httpx2.request(method, server.mcp_url, headers=modern_headers("tools/list", token))
+        assert response.status_code == 405 and response.headers["allow"] == "POST"
