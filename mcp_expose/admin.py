@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import path
+from django.utils import timezone
 from django.utils.cache import patch_cache_control
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from .models import ApiKey, ExposedTool
+from .models import ApiKey, Confirmation, ExposedTool, ToolCall
 from .registry import Capability, registry
 from .schema import thaw
 
@@ -41,7 +45,10 @@ def _pretty_json(value: Any) -> str:
 
 @admin.register(ExposedTool)
 class ExposedToolAdmin(admin.ModelAdmin):
-    list_display = ["tool_name", "enabled", "key", "scopes_display", "stale_marker", "updated_at"]
+    list_display = [
+        "tool_name", "enabled", "key", "scopes_display", "confirmation_display", "rate_display", "calls_24h",
+        "stale_marker", "updated_at",
+    ]
     list_display_links = ["tool_name"]
     list_editable = ["enabled"]
     list_filter = ["enabled", "stale", AppLabelFilter]
@@ -65,6 +72,10 @@ class ExposedToolAdmin(admin.ModelAdmin):
             _("How it is offered"),
             {"fields": ["wire_name", "title", "description", "extra_scopes", "allowed_clients"]},
         ),
+        (
+            _("Safety"),
+            {"fields": ["requires_confirmation", "rate_limit", "timeout", "max_result_bytes", "log_argument_values"]},
+        ),
         (_("Declared in code"), {"fields": declared_fields}),
         (_("History"), {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
     ]
@@ -87,6 +98,31 @@ class ExposedToolAdmin(admin.ModelAdmin):
         capability = self._capability(obj)
         scopes = (capability.scopes if capability else frozenset()) | obj.extra_scope_set
         return " ".join(sorted(scopes)) or "—"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ExposedTool]:
+        since = timezone.now() - timedelta(hours=24)
+        recent = (
+            ToolCall.objects.filter(tool_key=OuterRef("key"), created_at__gte=since)
+            .values("tool_key")
+            .annotate(count=Count("pk"))
+            .values("count")
+        )
+        return super().get_queryset(request).annotate(recent_calls=Coalesce(Subquery(recent), 0))
+
+    @admin.display(description=_("calls (24 h)"), ordering="recent_calls")
+    def calls_24h(self, obj: ExposedTool) -> int:
+        return getattr(obj, "recent_calls", 0)
+
+    @admin.display(description=_("confirmation"), boolean=True)
+    def confirmation_display(self, obj: ExposedTool) -> bool:
+        capability = self._capability(obj)
+        return obj.requires_confirmation or bool(capability and capability.requires_confirmation)
+
+    @admin.display(description=_("rate limit"))
+    def rate_display(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        rates = [rate for rate in (capability.rate_limit if capability else "", obj.rate_limit) if rate]
+        return " / ".join(rates) or "—"
 
     @admin.display(description=_("stale"), boolean=True, ordering="stale")
     def stale_marker(self, obj: ExposedTool) -> bool:
@@ -212,3 +248,47 @@ class ApiKeyAdmin(admin.ModelAdmin):
             ngettext("%(count)d API key revoked.", "%(count)d API keys revoked.", revoked) % {"count": revoked},
             messages.SUCCESS,
         )
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records written by the server: viewable and deletable, never edited by hand."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "tool_name", "username", "auth_method", "client_id", "outcome", "duration_ms",
+                    "depth", "protocol_version"]
+    list_filter = ["outcome", "tool_name", "auth_method", "protocol_version", "created_at", "client_id", "username"]
+    search_fields = ["tool_name", "username", "client_id", "api_key_prefix", "conversation_id", "incident"]
+    date_hierarchy = "created_at"
+    change_list_template = "admin/mcp_expose/toolcall/change_list.html"
+
+    def get_urls(self) -> list[Any]:
+        summary = path("summary/", self.admin_site.admin_view(self.summary_view), name="mcp_expose_toolcall_summary")
+        return [summary, *super().get_urls()]
+
+    def summary_view(self, request: HttpRequest) -> HttpResponse:
+        """Calls, error and denial rates, p50/p95 latency per tool, for the last day and week."""
+        from .usage_report import summary
+
+        if not self.has_view_permission(request):
+            from django.core.exceptions import PermissionDenied
+
+            raise PermissionDenied
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": _("Tool usage"),
+                   "report": summary()}
+        return TemplateResponse(request, "admin/mcp_expose/toolcall/summary.html", context)
+
+
+@admin.register(Confirmation)
+class ConfirmationAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "tool_name", "user", "channel", "status", "decided_at", "used_at", "expires_at"]
+    list_filter = ["status", "channel", "tool_name", "created_at"]
+    search_fields = ["tool_name", "user__username", "caller"]
+    date_hierarchy = "created_at"

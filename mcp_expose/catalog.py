@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from .conf import get_settings
 from .names import name_problem
+from .ratelimit import stricter_rate
 from .registry import Annotations, Capability, CapabilityRegistry
 from .registry import registry as default_registry
 from .revision import current_revision
@@ -34,6 +36,11 @@ class ExposureState:
     extra_scopes: frozenset[str] = frozenset()
     # Client ids of the OAuth applications allowed to use the tool; empty means any caller.
     allowed_clients: frozenset[str] = frozenset()
+    requires_confirmation: bool = False
+    rate_limit: str = ""
+    timeout: float | None = None
+    max_result_bytes: int | None = None
+    log_argument_values: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +56,12 @@ class ToolEntry:
     annotations: Annotations
     capability: Capability
     allowed_clients: frozenset[str] = frozenset()
+    requires_confirmation: bool = False
+    # (calls, seconds) or None; the stricter of code and row.
+    rate_limit: tuple[int, int] | None = None
+    timeout: float = 30.0
+    max_result_bytes: int = 100_000
+    log_argument_values: bool = False
 
     @property
     def input_schema(self) -> Mapping[str, Any]:
@@ -82,6 +95,7 @@ def compile_catalog(
     ever produce a clash, the earlier declaration keeps the name and the later
     one is left out and reported.
     """
+    defaults = get_settings()
     tools: list[ToolEntry] = []
     by_name: dict[str, ToolEntry] = {}
     taken: dict[str, str] = {}
@@ -113,12 +127,28 @@ def compile_catalog(
             annotations=capability.annotations,
             capability=capability,
             allowed_clients=row.allowed_clients if row is not None else frozenset(),
+            requires_confirmation=capability.requires_confirmation or bool(row and row.requires_confirmation),
+            rate_limit=stricter_rate(capability.rate_limit, row.rate_limit if row is not None else ""),
+            timeout=_smallest(capability.timeout, row.timeout if row is not None else None, defaults.TOOL_TIMEOUT),
+            max_result_bytes=int(
+                _smallest(
+                    capability.max_result_bytes, row.max_result_bytes if row is not None else None,
+                    defaults.MAX_RESULT_BYTES,
+                )
+            ),
+            log_argument_values=capability.log_argument_values or bool(row and row.log_argument_values),
         )
         tools.append(entry)
         by_name[name] = entry
     return Catalog(
         revision=revision, tools=tuple(tools), by_name=MappingProxyType(by_name), problems=tuple(problems)
     )
+
+
+def _smallest(code: float | None, row: float | None, default: float) -> float:
+    """The tighter of what code and the admin set; the setting's default when neither did."""
+    chosen = [value for value in (code, row) if value is not None]
+    return min(chosen) if chosen else default
 
 
 class CatalogProvider:

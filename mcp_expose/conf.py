@@ -51,6 +51,13 @@ DEFAULTS: dict[str, Any] = {
     # Answer calls to tools the caller may not use as unknown tools (-32602) instead of a 403 step-up
     # challenge, so that their existence does not leak.
     "HIDE_FORBIDDEN_TOOLS": False,
+    # Default per-tool limits; code and the admin can only tighten them.
+    "TOOL_TIMEOUT": 30.0,
+    "MAX_RESULT_BYTES": 100_000,
+    # How long a human has to confirm a call, in seconds (elicitation state and approval pages alike).
+    "CONFIRMATION_TTL": 600,
+    # Calls carry X-Agent-Depth; one deeper than this is refused before anything runs.
+    "MAX_AGENT_DEPTH": 5,
     # Answer every MCP request as JSON instead of SSE. Off: SSE lets clients see progress and
     # lets a disconnect cancel a running call.
     "JSON_RESPONSE": False,

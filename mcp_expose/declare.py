@@ -28,6 +28,11 @@ def tool(
     idempotent: bool | None = None,
     open_world: bool | None = None,
     enabled: bool = True,
+    requires_confirmation: bool = False,
+    rate_limit: str = "",
+    timeout: float | None = None,
+    max_result_bytes: int | None = None,
+    log_argument_values: bool = False,
     key: str | None = None,
     registry: CapabilityRegistry | None = None,
 ) -> Any:
@@ -38,6 +43,9 @@ def tool(
     default); `enabled=` is the exposure state a new admin row starts with.
     `scopes` are OAuth/API-key scopes the caller must hold; `permissions` are
     Django permissions (`"app_label.codename"`) the user must have.
+    `requires_confirmation` makes every call wait for a human's yes;
+    `rate_limit` ("60/min"), `timeout` (seconds) and `max_result_bytes` bound
+    each call; `log_argument_values` records argument values in the usage log.
     The function is returned unchanged.
     """
 
@@ -62,6 +70,11 @@ def tool(
             ),
             enabled_by_default=enabled,
             is_async=inspect.iscoroutinefunction(target),
+            requires_confirmation=requires_confirmation,
+            rate_limit=rate_limit,
+            timeout=timeout,
+            max_result_bytes=max_result_bytes,
+            log_argument_values=log_argument_values,
         )
         (registry if registry is not None else default_registry).register(capability)
         return target

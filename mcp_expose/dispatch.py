@@ -1,4 +1,5 @@
-"""One path for every tool call: lookup, policy, validation, invocation, projection.
+"""One path for every tool call: lookup, policy, rate limit, validation, confirmation, invocation,
+projection, and the usage row.
 
 It knows nothing about HTTP or the MCP SDK; the server and the management
 commands both call `call_tool` and render its `ToolOutcome`.
@@ -7,26 +8,37 @@ commands both call `call_tool` and render its `ToolOutcome`.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+from asgiref.sync import sync_to_async
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 
+from . import confirmation, ratelimit, usage
 from .catalog import Catalog, ToolEntry
+from .chain import CallChain
+from .confirmation import ConfirmationPrompt, StaleConfirmation
 from .context import InvocationContext, ProgressReporter, no_progress
 from .errors import AccessDenied, InvalidInput, NotFound, ToolError, UnknownTool
-from .invoke import invoke
+from .invoke import ToolTimeout, invoke
 from .policy import decide
 from .principal import Principal
-from .results import ProjectionError
+from .results import ProjectionError, ResultTooLarge, json_size, truncate
 
 logger = logging.getLogger("mcp_expose.dispatch")
 
 INTERNAL_MESSAGE = "The tool failed unexpectedly. Quote the incident id when reporting this."
+# Outcome codes a usage row keeps; anticipated errors of other codes are recorded as "tool_error".
+RECORDED_CODES = frozenset({
+    "invalid_input", "permission_denied", "not_found", "conflict", "rate_limited", "timeout",
+    "confirmation_required", "internal",
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +62,12 @@ class ToolOutcome:
     entry: ToolEntry
     value: Any = None
     failure: ToolFailure | None = None
+    # Set when the client must ask its user first (2026-07-28 form elicitation).
+    prompt: ConfirmationPrompt | None = None
 
     @property
     def ok(self) -> bool:
-        return self.failure is None
+        return self.failure is None and self.prompt is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +77,13 @@ class CallRequest:
     protocol_version: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     report_progress: ProgressReporter = no_progress
+    chain: CallChain = field(default_factory=CallChain)
+    # Whether the client can answer a form in an `input_required` result on this request.
+    can_elicit: bool = False
+    input_responses: Mapping[str, Any] | None = None
+    request_state: str | None = None
+    # scheme://host of this server, for links (the approval page).
+    base_url: str = ""
 
 
 def resolve_tool(catalog: Catalog, principal: Principal, name: str) -> ToolEntry:
@@ -80,22 +101,82 @@ async def call_tool(
     arguments: Mapping[str, Any] | None,
     request: CallRequest | None = None,
 ) -> ToolOutcome:
-    """Run one call. Raises `UnknownTool`; every other failure becomes the outcome's `failure`."""
-    entry = resolve_tool(catalog, principal, name)
+    """Run one call and record it. Raises `UnknownTool` and `StaleConfirmation`; every other failure
+    becomes the outcome's `failure`. Cancellation propagates, and is recorded too."""
     request = request or CallRequest()
-    try:
-        validated = entry.capability.signature.validate_arguments(arguments)
-    except InvalidInput as exc:
-        return ToolOutcome(entry, failure=_anticipated(entry, exc))
-    context = InvocationContext(
-        tool_name=entry.name,
+    started = time.perf_counter()
+    record = usage.CallRecord(
+        tool_name=name,
         principal=principal,
-        protocol_version=request.protocol_version,
-        headers=request.headers,
-        report_progress_callback=request.report_progress,
+        depth=request.chain.depth,
+        conversation_id=request.chain.conversation_id or "",
+        protocol_version=request.protocol_version or "",
     )
     try:
+        entry = resolve_tool(catalog, principal, name)
+        record.tool_key = entry.key
+        record.argument_bytes, record.argument_keys, record.argument_values = usage.describe_arguments(
+            arguments, entry.log_argument_values
+        )
+        outcome = await _run(entry, principal, arguments or {}, request)
+        _describe_outcome(record, outcome)
+        return outcome
+    except UnknownTool:
+        record.outcome = "unknown_tool"
+        raise
+    except StaleConfirmation:
+        record.outcome, record.error_code = "declined", "stale_confirmation"
+        raise
+    except BaseException:
+        record.outcome = "cancelled"
+        raise
+    finally:
+        record.duration_ms = (time.perf_counter() - started) * 1000
+        with anyio.CancelScope(shield=True):
+            await sync_to_async(usage.write, thread_sensitive=False)(record)
+
+
+def _describe_outcome(record: usage.CallRecord, outcome: ToolOutcome) -> None:
+    if outcome.prompt is not None:
+        record.outcome = "confirmation_required"
+    elif outcome.failure is not None:
+        code = outcome.failure.code
+        record.error_code = code
+        record.incident = outcome.failure.incident or ""
+        record.outcome = "declined" if code == "confirmation_declined" else code if code in RECORDED_CODES else "tool_error"
+    else:
+        record.outcome = "ok"
+        record.result_bytes = json_size(outcome.value)
+
+
+async def _run(
+    entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest
+) -> ToolOutcome:
+    try:
+        if entry.rate_limit is not None:
+            decision = await sync_to_async(ratelimit.hit, thread_sensitive=False)(
+                entry.key, _caller_identity(principal), entry.rate_limit
+            )
+            if not decision.allowed:
+                return _refused(
+                    entry, "rate_limited", f"Too many calls. Try again in {decision.retry_after} seconds.",
+                    {"retry_after": decision.retry_after},
+                )
+        validated = entry.capability.signature.validate_arguments(arguments)
+        if entry.requires_confirmation:
+            prompt = await _confirm(entry, principal, arguments, request)
+            if prompt is not None:
+                return ToolOutcome(entry, prompt=prompt)
+        context = InvocationContext(
+            tool_name=entry.name,
+            principal=principal,
+            protocol_version=request.protocol_version,
+            headers=request.headers,
+            report_progress_callback=request.report_progress,
+            chain=request.chain,
+        )
         value = await invoke(entry, validated, context)
+        return ToolOutcome(entry, value=truncate(value, entry.max_result_bytes, has_output_schema=entry.output_schema is not None))
     except ToolError as exc:
         return ToolOutcome(entry, failure=_anticipated(entry, exc))
     except DjangoPermissionDenied as exc:
@@ -104,11 +185,59 @@ async def call_tool(
         return ToolOutcome(entry, failure=_anticipated(entry, NotFound(_not_found_message(exc))))
     except DjangoValidationError as exc:
         return ToolOutcome(entry, failure=_anticipated(entry, InvalidInput(details=_validation_details(exc))))
+    except ToolTimeout as exc:
+        return _refused(entry, "timeout", str(exc) + " Nothing it wrote was kept.", {"timeout_seconds": exc.seconds})
+    except ResultTooLarge as exc:
+        return ToolOutcome(entry, failure=_unexpected(entry, exc, "its result is over the size limit"))
     except ProjectionError as exc:
         return ToolOutcome(entry, failure=_unexpected(entry, exc, "its result cannot be sent as JSON"))
+    except StaleConfirmation:
+        raise
     except Exception as exc:  # noqa: BLE001  (the edge of the capability: everything else is a bug)
         return ToolOutcome(entry, failure=_unexpected(entry, exc, "it raised"))
-    return ToolOutcome(entry, value=value)
+
+
+async def _confirm(
+    entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest
+) -> ConfirmationPrompt | None:
+    """None to run now; a prompt for the client to show; or a ToolError (required, declined)."""
+    if request.can_elicit:
+        if request.request_state is None:
+            return await sync_to_async(confirmation.ask_in_client, thread_sensitive=False)(entry, principal, arguments)
+        accepted = _accepted(request.input_responses)
+        ran = await sync_to_async(confirmation.answer_from_client, thread_sensitive=False)(
+            entry, principal, arguments, request.request_state, accepted
+        )
+        if not ran:
+            raise confirmation.ConfirmationDeclined("The user declined the call.")
+        return None
+    await sync_to_async(confirmation.check_approval_page, thread_sensitive=False)(
+        entry, principal, arguments, request.base_url
+    )
+    return None
+
+
+def _accepted(responses: Mapping[str, Any] | None) -> bool:
+    answer = (responses or {}).get(confirmation.CONFIRM_FIELD)
+    if hasattr(answer, "model_dump"):
+        answer = answer.model_dump()
+    if not isinstance(answer, Mapping) or answer.get("action") != "accept":
+        return False
+    return (answer.get("content") or {}).get(confirmation.CONFIRM_FIELD) is True
+
+
+def _caller_identity(principal: Principal) -> str:
+    if principal.method == "api_key":
+        return f"key:{principal.api_key_id}"
+    user_pk = getattr(principal.user, "pk", None)
+    if principal.method == "oauth":
+        return f"oauth:{principal.client_id}:{user_pk}"
+    return f"{principal.method}:{user_pk}"
+
+
+def _refused(entry: ToolEntry, code: str, message: str, details: Any) -> ToolOutcome:
+    logger.info("Tool %s refused the call: %s", entry.name, code)
+    return ToolOutcome(entry, failure=ToolFailure(code=code, message=message, details=details))
 
 
 def _anticipated(entry: ToolEntry, exc: ToolError) -> ToolFailure:

@@ -1,21 +1,37 @@
-"""Run a function capability: async ones on the loop, sync ones in one thread hop.
+"""Run a function capability within its timeout; unwind it when abandoned.
 
-A sync call and the projection of its result happen in the same hop, so lazy
-querysets and related objects are resolved where the ORM is allowed to run,
-and nothing lazy crosses back to the event loop.
+Async functions run on the event loop under a deadline. Sync functions run in
+one worker-thread hop together with the projection of their result (so lazy
+querysets resolve where the ORM may run), inside a transaction unless the tool
+is read-only. When the caller stops waiting (timeout, or the client went away),
+the thread's next query raises and the transaction rolls back: no half-done
+write survives an abandoned call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import threading
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import anyio
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
+from django.db import close_old_connections, connection, transaction
 
 from .catalog import ToolEntry
 from .context import InvocationContext
 from .results import to_json_value
+
+
+class CallAbandoned(Exception):
+    """Raised inside an abandoned sync call, to roll its transaction back."""
+
+
+class ToolTimeout(Exception):
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"The tool did not finish within {seconds:g} seconds.")
+        self.seconds = seconds
 
 
 def _project(entry: ToolEntry, value: Any) -> Any:
@@ -37,18 +53,47 @@ def _injected(entry: ToolEntry, context: InvocationContext) -> dict[str, Any]:
     return values
 
 
-def _call_sync(entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext) -> Any:
+def _refuse_when_abandoned(abandoned: threading.Event) -> Callable[..., Any]:
+    def wrapper(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        if abandoned.is_set():
+            raise CallAbandoned("the caller stopped waiting for this call")
+        return execute(sql, params, many, context)
+
+    return wrapper
+
+
+def _call_sync(
+    entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext, abandoned: threading.Event
+) -> Any:
     # MCP traffic never passes Django's request signals, so connection upkeep is done here.
     close_old_connections()
     try:
-        return _project(entry, entry.capability.target(**arguments, **_injected(entry, context)))
+        writes = contextlib.nullcontext() if entry.annotations.read_only else transaction.atomic()
+        with connection.execute_wrapper(_refuse_when_abandoned(abandoned)), writes:
+            value = _project(entry, entry.capability.target(**arguments, **_injected(entry, context)))
+            if abandoned.is_set():
+                raise CallAbandoned("the caller stopped waiting for this call")
+            return value
     finally:
         close_old_connections()
 
 
 async def invoke(entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext) -> Any:
-    """Call the capability and return its result as a plain JSON value."""
+    """Call the capability and return its result as a plain JSON value.
+
+    Raises `ToolTimeout` past the entry's timeout; cancellation propagates as is.
+    """
     if entry.capability.is_async:
-        value = await entry.capability.target(**arguments, **_injected(entry, context))
-        return _project(entry, value)
-    return await sync_to_async(_call_sync, thread_sensitive=True)(entry, arguments, context)
+        with anyio.move_on_after(entry.timeout):
+            value = await entry.capability.target(**arguments, **_injected(entry, context))
+            return _project(entry, value)
+        raise ToolTimeout(entry.timeout)
+    abandoned = threading.Event()
+    try:
+        with anyio.move_on_after(entry.timeout):
+            return await sync_to_async(_call_sync, thread_sensitive=False)(entry, arguments, context, abandoned)
+    except BaseException:
+        abandoned.set()
+        raise
+    abandoned.set()
+    raise ToolTimeout(entry.timeout)

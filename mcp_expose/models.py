@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import uuid
 from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
@@ -22,6 +24,16 @@ from .names import name_problem, scope_problem, split_scopes
 def validate_wire_name(value: str) -> None:
     if value and (problem := name_problem(value)):
         raise ValidationError(problem[0].upper() + problem[1:] + ".", code="invalid_name")
+
+
+def validate_rate_limit(value: str) -> None:
+    from .ratelimit import parse_rate
+
+    if value:
+        try:
+            parse_rate(value)
+        except ValueError as exc:
+            raise ValidationError(str(exc), code="invalid_rate") from None
 
 
 def validate_scopes(value: str) -> None:
@@ -67,6 +79,37 @@ class ExposedTool(models.Model):
         verbose_name=_("allowed OAuth clients"),
         help_text=_("If any are chosen, only these OAuth clients may see and call the tool (API keys may not)."),
     )
+    requires_confirmation = models.BooleanField(
+        _("requires confirmation"),
+        default=False,
+        help_text=_("Ask a human before every call (tools that require it in code always do)."),
+    )
+    rate_limit = models.CharField(
+        _("rate limit"),
+        max_length=20,
+        blank=True,
+        validators=[validate_rate_limit],
+        help_text=_("Calls per caller, e.g. '60/min', '1000/day'. The stricter of this and the code's applies."),
+    )
+    timeout = models.FloatField(
+        _("timeout (seconds)"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.1)],
+        help_text=_("The shorter of this and the code's timeout applies."),
+    )
+    max_result_bytes = models.PositiveIntegerField(
+        _("result size limit (bytes)"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(256)],
+        help_text=_("Larger results are truncated. The smaller of this and the code's limit applies."),
+    )
+    log_argument_values = models.BooleanField(
+        _("log argument values"),
+        default=False,
+        help_text=_("Record argument values in the usage log (keys that look secret are always redacted)."),
+    )
     stale = models.BooleanField(
         _("stale"), default=False, editable=False, help_text=_("The capability no longer exists in code.")
     )
@@ -103,6 +146,11 @@ class ExposedTool(models.Model):
             description=self.description,
             extra_scopes=self.extra_scope_set,
             allowed_clients=allowed_client_ids,
+            requires_confirmation=self.requires_confirmation,
+            rate_limit=self.rate_limit,
+            timeout=self.timeout,
+            max_result_bytes=self.max_result_bytes,
+            log_argument_values=self.log_argument_values,
         )
 
     def clean(self) -> None:
@@ -218,3 +266,106 @@ class ApiKey(models.Model):
         if len(parts) != 3 or parts[0] != API_KEY_PREFIX or len(parts[1]) != 8:
             return None
         return parts[1]
+
+
+class Confirmation(models.Model):
+    """A human's yes or no to one call, asked through the client (elicitation) or an approval page.
+
+    Single use: a confirmation moves from pending to approved or declined, and an
+    approved one to consumed when the call runs, each move one conditional UPDATE,
+    so a replay finds nothing to move.
+    """
+
+    class Channel(models.TextChoices):
+        ELICITATION = "elicitation", _("client form")
+        APPROVAL_PAGE = "approval_page", _("approval page")
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("pending")
+        APPROVED = "approved", _("approved")
+        DECLINED = "declined", _("declined")
+        EXPIRED = "expired", _("expired")
+        CONSUMED = "consumed", _("used")
+        CLOSED = "closed", _("answered")
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    channel = models.CharField(_("channel"), max_length=20, choices=Channel.choices)
+    status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.PENDING)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_confirmations", verbose_name=_("user")
+    )
+    caller = models.CharField(_("caller"), max_length=200, help_text=_("The principal that asked, secret-free."))
+    tool_key = models.CharField(_("capability"), max_length=200)
+    tool_name = models.CharField(_("tool"), max_length=64)
+    summary = models.TextField(_("what will happen"))
+    arguments = models.JSONField(_("arguments"), default=dict)
+    arguments_digest = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(_("asked"), auto_now_add=True)
+    expires_at = models.DateTimeField(_("expires"))
+    decided_at = models.DateTimeField(_("decided"), null=True, blank=True)
+    used_at = models.DateTimeField(_("used"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("confirmation")
+        verbose_name_plural = _("confirmations")
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["user", "tool_key", "arguments_digest", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} for {self.user} ({self.get_status_display()})"
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at <= timezone.now()
+
+
+class ToolCall(models.Model):
+    """One row per tools/call, whatever its outcome: who called what, how it went, how fast."""
+
+    class Outcome(models.TextChoices):
+        OK = "ok", _("ok")
+        INVALID_INPUT = "invalid_input", _("invalid input")
+        PERMISSION_DENIED = "permission_denied", _("permission denied")
+        NOT_FOUND = "not_found", _("not found")
+        CONFLICT = "conflict", _("conflict")
+        RATE_LIMITED = "rate_limited", _("rate limited")
+        TIMEOUT = "timeout", _("timeout")
+        CANCELLED = "cancelled", _("cancelled")
+        CONFIRMATION_REQUIRED = "confirmation_required", _("confirmation required")
+        DECLINED = "declined", _("declined")
+        UNKNOWN_TOOL = "unknown_tool", _("unknown tool")
+        TOOL_ERROR = "tool_error", _("tool error")
+        INTERNAL = "internal", _("internal error")
+
+    created_at = models.DateTimeField(_("time"), default=timezone.now, db_index=True)
+    tool_name = models.CharField(_("tool"), max_length=64, db_index=True)
+    tool_key = models.CharField(_("capability"), max_length=200, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        verbose_name=_("user"),
+    )
+    username = models.CharField(_("username"), max_length=150, blank=True)
+    auth_method = models.CharField(_("authenticated by"), max_length=20)
+    client_id = models.CharField(_("OAuth client"), max_length=255, blank=True, db_index=True)
+    api_key_prefix = models.CharField(_("API key"), max_length=16, blank=True)
+    scopes = models.CharField(_("scopes"), max_length=1000, blank=True)
+    outcome = models.CharField(_("outcome"), max_length=30, choices=Outcome.choices, db_index=True)
+    error_code = models.CharField(_("error code"), max_length=50, blank=True)
+    incident = models.CharField(_("incident"), max_length=32, blank=True)
+    duration_ms = models.FloatField(_("duration (ms)"))
+    argument_bytes = models.PositiveIntegerField(_("argument size"), default=0)
+    result_bytes = models.PositiveIntegerField(_("result size"), default=0)
+    argument_keys = models.JSONField(_("argument keys"), default=list)
+    argument_values = models.JSONField(_("argument values"), null=True, blank=True)
+    depth = models.PositiveSmallIntegerField(_("agent depth"), default=0)
+    conversation_id = models.CharField(_("conversation"), max_length=128, blank=True, db_index=True)
+    protocol_version = models.CharField(_("protocol"), max_length=20, blank=True)
+
+    class Meta:
+        verbose_name = _("tool call")
+        verbose_name_plural = _("tool calls")
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["tool_name", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} by {self.username or self.auth_method}: {self.outcome}"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .names import name_problem, scope_problem
+from .ratelimit import parse_rate
 from .schema import ToolSignature
 
 CapabilityKind = Literal["function"]
@@ -53,6 +54,11 @@ class Capability:
     annotations: Annotations = Annotations()
     enabled_by_default: bool = True
     is_async: bool = False
+    requires_confirmation: bool = False
+    rate_limit: str = ""
+    timeout: float | None = None
+    max_result_bytes: int | None = None
+    log_argument_values: bool = False
 
     @property
     def input_schema(self) -> Mapping[str, Any]:
@@ -112,6 +118,11 @@ class CapabilityRegistry:
             for scope in sorted(capability.scopes):
                 if problem := scope_problem(scope):
                     found.append(("mcp_expose.E004", f"{capability.origin}: {problem}.", "Fix the scopes= list."))
+            if capability.rate_limit:
+                try:
+                    parse_rate(capability.rate_limit)
+                except ValueError as exc:
+                    found.append(("mcp_expose.E011", f"{capability.origin}: {exc}", "Write rates like '60/min'."))
             for permission in sorted(capability.permissions):
                 if permission.count(".") != 1 or not all(permission.split(".")):
                     found.append((

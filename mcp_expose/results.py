@@ -124,3 +124,46 @@ def structured(value: Any) -> dict[str, Any]:
 def compact_json(value: Any) -> str:
     """The text block: the same JSON, compact, keys sorted, so it reads the same every time."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+class ResultTooLarge(Exception):
+    """A result over the size limit that cannot be shortened without breaking its declared schema."""
+
+
+def json_size(value: Any) -> int:
+    return len(compact_json(value).encode())
+
+
+def truncate(value: Any, limit: int, *, has_output_schema: bool) -> Any:
+    """`value` if its JSON fits in `limit` bytes, else a shortened value that says so.
+
+    A list keeps as many leading items as fit; anything else becomes a prefix of
+    its JSON text. Either way a `truncated` note tells the model what it is not
+    seeing, so it can narrow its request instead of trusting a partial answer.
+    """
+    size = json_size(value)
+    if size <= limit:
+        return value
+    if has_output_schema:
+        raise ResultTooLarge(f"the result is {size} bytes; the limit is {limit}")
+    note = {"original_bytes": size, "limit_bytes": limit}
+    if isinstance(value, list):
+        kept: list[Any] = []
+        budget = limit - json_size({"result": [], "truncated": {**note, "omitted_items": len(value), "note": _NOTE}})
+        used = 0
+        for item in value:
+            item_size = json_size(item) + 1
+            if used + item_size > budget:
+                break
+            kept.append(item)
+            used += item_size
+        note.update(omitted_items=len(value) - len(kept), note=_NOTE)
+        return {"result": kept, "truncated": note}
+    text = compact_json(value)
+    budget = max(0, limit - len(_NOTE) - 200)
+    prefix = text.encode()[:budget].decode(errors="ignore")
+    note.update(note=_NOTE)
+    return {"partial_json": prefix, "truncated": note}
+
+
+_NOTE = "The result was too large and was cut short. Ask for less (filters, a smaller limit) to see everything."

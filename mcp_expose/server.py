@@ -8,23 +8,33 @@ outcomes and MCP wire types.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import mcp_types as types
+from asgiref.sync import sync_to_async
 from mcp.server import Server, ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from . import __version__
 from .catalog import Catalog, CatalogProvider, ToolEntry
 from .catalog import provider as default_provider
+from .chain import InvalidChain, read_chain
 from .conf import get_settings
+from .confirmation import CONFIRM_FIELD, StaleConfirmation
 from .dispatch import CallRequest, ToolOutcome, call_tool
 from .errors import UnknownTool
+from .oauth.resource import request_origin
 from .policy import visible_tools
 from .principal import Principal
 from .results import compact_json, structured
 from .schema import thaw
+from .usage_report import count_list_call
+
+logger = logging.getLogger("mcp_expose.server")
 
 PRINCIPAL_SCOPE_KEY = "mcp_expose.principal"
 CATALOG_SCOPE_KEY = "mcp_expose.catalog"
@@ -54,8 +64,17 @@ def tool_definition(entry: ToolEntry) -> types.Tool:
     )
 
 
-def render_outcome(outcome: ToolOutcome) -> types.CallToolResult:
-    """A dispatcher outcome as a `CallToolResult`: structured content plus the same JSON as text."""
+def render_outcome(outcome: ToolOutcome) -> types.CallToolResult | types.InputRequiredResult:
+    """A dispatcher outcome as a `CallToolResult` (structured content plus the same JSON as text),
+    or the question a client must ask its user first."""
+    if outcome.prompt is not None:
+        form = types.ElicitRequestFormParams(
+            message=outcome.prompt.message, requested_schema=thaw(outcome.prompt.requested_schema)
+        )
+        return types.InputRequiredResult(
+            input_requests={CONFIRM_FIELD: types.ElicitRequest(params=form)},
+            request_state=outcome.prompt.request_state,
+        )
     if outcome.failure is not None:
         payload = {"error": outcome.failure.as_dict()}
         return types.CallToolResult(
@@ -77,20 +96,33 @@ def build_server(
             # Every list fits in one page, so no cursor was ever issued.
             raise MCPError(code=types.INVALID_PARAMS, message="Invalid cursor")
         principal, catalog = await resolve(ctx)
+        await _count_listing()
         tools = [tool_definition(entry) for entry in visible_tools(catalog, principal)]
         return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
 
     async def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
         principal, catalog = await resolve(ctx)
+        headers = _headers(ctx)
         request = CallRequest(
             protocol_version=ctx.protocol_version,
-            headers=_headers(ctx),
+            headers=headers,
             report_progress=ctx.session.report_progress,
+            chain=read_chain(headers),
+            can_elicit=_can_elicit(ctx),
+            input_responses=params.input_responses,
+            request_state=params.request_state,
+            base_url=_base_url(ctx),
         )
         try:
             outcome = await call_tool(catalog, principal, params.name, params.arguments, request)
         except UnknownTool as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        except StaleConfirmation:
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message="Invalid or expired requestState",
+                data={"reason": "invalid_request_state"},
+            ) from None
         return render_outcome(outcome)
 
     def input_schema_for(name: str) -> Mapping[str, Any] | None:
@@ -98,7 +130,7 @@ def build_server(
         entry = provider.peek().get(name) if provider.peek() is not None else None
         return thaw(entry.input_schema) if entry is not None else None
 
-    return Server(
+    server = Server(
         conf.SERVER_NAME,
         version=__version__,
         title=conf.SERVER_TITLE,
@@ -107,6 +139,52 @@ def build_server(
         on_call_tool=call,
         get_tool_input_schema=input_schema_for,
     )
+    server.middleware.append(refuse_bad_chains)
+    server.middleware.append(RequestStateBoundary(request_state_security(), default_audience=conf.SERVER_NAME))
+    return server
+
+
+async def refuse_bad_chains(ctx: ServerRequestContext[Any], call_next: Any) -> Any:
+    """Every request: a malformed or too-deep agent chain is refused before anything runs."""
+    if ctx.request is not None:
+        try:
+            read_chain(_headers(ctx))
+        except InvalidChain as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+    return await call_next(ctx)
+
+
+def request_state_security() -> RequestStateSecurity:
+    """Keys derived from SECRET_KEY (then SECRET_KEY_FALLBACKS, for rotation): any worker, any restart."""
+    from django.conf import settings
+    from django.utils.crypto import salted_hmac
+
+    secrets = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
+    keys = [salted_hmac("mcp_expose.request-state", "key", secret=secret, algorithm="sha256").digest() for secret in secrets]
+    return RequestStateSecurity(keys=keys, ttl=get_settings().CONFIRMATION_TTL)
+
+
+async def _count_listing() -> None:
+    try:
+        await sync_to_async(count_list_call, thread_sensitive=False)()
+    except Exception:  # noqa: BLE001  (a counter must never break a listing)
+        logger.exception("Could not count a tools/list call")
+
+
+def _can_elicit(ctx: ServerRequestContext[Any]) -> bool:
+    """A 2026-07-28 request from a client that can show forms (an empty elicitation capability means forms)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    capabilities = ctx.session.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+
+
+def _base_url(ctx: ServerRequestContext[Any]) -> str:
+    if ctx.request is None:
+        return ""
+    headers = _headers(ctx)
+    return request_origin(ctx.request.url.scheme, headers)
 
 
 def _headers(ctx: ServerRequestContext[Any]) -> Mapping[str, str]:

@@ -19,4 +19,6 @@ urlpatterns = [
         name="oauth-server-metadata-issuer",
     ),
     path("mcp/connect/", views.connect, name="connect"),
+    path("mcp/approve/<uuid:confirmation_id>/", views.approve, name="approve"),
+    path("mcp/usage/summary.json", views.usage_summary_json, name="usage-summary"),
 ]

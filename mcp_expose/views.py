@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -69,3 +70,53 @@ def connect(request: HttpRequest) -> HttpResponse:
         "mcp_expose/connect.html",
         {"mcp_url": url, "configs": configs, "scopes": scopes, "base_scope": conf.BASE_SCOPE, "api_key_url": api_key_url},
     )
+
+
+@login_required
+def approve(request: HttpRequest, confirmation_id: str) -> HttpResponse:
+    """Show one pending call to the user it belongs to; record their yes or no (POST, CSRF-protected)."""
+    from django.http import Http404
+    from django.utils import timezone
+
+    from .models import Confirmation
+
+    confirmation = Confirmation.objects.filter(pk=confirmation_id, user=request.user).first()
+    if confirmation is None:
+        # Someone else's confirmation is as invisible as a missing one.
+        raise Http404("No such confirmation.")
+    if confirmation.status == Confirmation.Status.PENDING and confirmation.is_expired:
+        Confirmation.objects.filter(pk=confirmation.pk, status=Confirmation.Status.PENDING).update(
+            status=Confirmation.Status.EXPIRED
+        )
+        confirmation.refresh_from_db()
+    answered = False
+    if request.method == "POST" and confirmation.status == Confirmation.Status.PENDING:
+        approved = "approve" in request.POST
+        moved = Confirmation.objects.filter(
+            pk=confirmation.pk, status=Confirmation.Status.PENDING, expires_at__gt=timezone.now()
+        ).update(
+            status=Confirmation.Status.APPROVED if approved else Confirmation.Status.DECLINED,
+            decided_at=timezone.now(),
+        )
+        confirmation.refresh_from_db()
+        answered = bool(moved)
+    return render(
+        request,
+        "mcp_expose/approve.html",
+        {
+            "confirmation": confirmation,
+            "arguments": json.dumps(confirmation.arguments, indent=2, sort_keys=True, ensure_ascii=False),
+            "answered": answered,
+            "pending": confirmation.status == Confirmation.Status.PENDING,
+        },
+    )
+
+
+@staff_member_required
+def usage_summary_json(request: HttpRequest) -> HttpResponse:
+    """Calls, error and denial rates and p50/p95 latency per tool, for the last day and week (staff only)."""
+    from django.http import JsonResponse
+
+    from .usage_report import summary
+
+    return JsonResponse(summary())

@@ -1,6 +1,8 @@
 """The demo settings, with switches the live OAuth tests flip through environment variables.
 
 - MCP_TEST_HIDE_FORBIDDEN_TOOLS=1: answer forbidden tools as unknown instead of a 403 challenge.
+- MCP_TEST_CONFIRMATION_TTL=N: confirmations (and their sealed request state) expire after N seconds.
+- The toolbox app adds tools that are slow, cancellable, chatty, large, chained or need confirmation.
 - The CIMD fetcher accepts documents served over plain HTTP on 127.0.0.1, which the tests serve
   themselves. This relaxation exists here only, never in the demo or a deployment.
 """
@@ -10,5 +12,11 @@ import os
 from project.settings import *  # noqa: F403
 from project.settings import MCP_EXPOSE, OAUTH2_PROVIDER
 
-MCP_EXPOSE = {**MCP_EXPOSE, "HIDE_FORBIDDEN_TOOLS": os.environ.get("MCP_TEST_HIDE_FORBIDDEN_TOOLS") == "1"}
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.toolbox"]  # noqa: F405
+
+MCP_EXPOSE = {
+    **MCP_EXPOSE,
+    "HIDE_FORBIDDEN_TOOLS": os.environ.get("MCP_TEST_HIDE_FORBIDDEN_TOOLS") == "1",
+    "CONFIRMATION_TTL": int(os.environ.get("MCP_TEST_CONFIRMATION_TTL", "600")),
+}
 OAUTH2_PROVIDER = {**OAUTH2_PROVIDER, "CIMD_METADATA_FETCHER": "tests.cimd.LoopbackMetadataFetcher"}

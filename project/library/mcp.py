@@ -147,3 +147,35 @@ def popular_authors(limit: Annotated[int, Field(ge=1, le=20)] = 5) -> list[dict[
     """Authors with the most books in the catalogue."""
     authors = Author.objects.annotate(book_count=Count("books")).order_by("-book_count", "name")[:limit]
     return [{"author": author.name, "books": author.book_count} for author in authors]
+
+
+@mcp_expose.tool(
+    destructive=True,
+    idempotent=True,
+    open_world=False,
+    scopes=["library:write"],
+    permissions=["library.delete_book"],
+    requires_confirmation=True,
+    rate_limit="10/min",
+)
+def withdraw_book(book_id: int) -> dict[str, object]:
+    """Remove a book from the catalogue for good. A person confirms every call; books on loan cannot go."""
+    book = Book.objects.select_for_update().get(pk=book_id)
+    if book.loans.filter(returned_at__isnull=True).exists():
+        raise Conflict(f"{book.title!r} is out on loan; it can be withdrawn once every copy is back.")
+    title = book.title
+    book.delete()
+    return {"withdrawn": title}
+
+
+@mcp_expose.tool(read_only=True, open_world=False, scopes=["library:read"])
+async def inventory(context: InvocationContext) -> dict[str, int]:
+    """Count the copies on the shelf, book by book, reporting progress as it goes."""
+    total = await Book.objects.acount()
+    on_shelf = 0
+    done = 0
+    async for book in Book.objects.order_by("pk"):
+        on_shelf += book.copies - await book.loans.filter(returned_at__isnull=True).acount()
+        done += 1
+        await context.report_progress(done, total, book.title)
+    return {"books": total, "copies_on_shelf": on_shelf}

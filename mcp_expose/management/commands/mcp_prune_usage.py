@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+
+class Command(BaseCommand):
+    help = "Delete usage rows and answered confirmations older than --days, in batches; mark lapsed ones expired."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--days", type=int, default=90, help="Keep this many days (default 90).")
+        parser.add_argument("--batch-size", type=int, default=1000, help="Rows deleted per statement (default 1000).")
+
+    def handle(self, *args: Any, days: int, batch_size: int, **options: Any) -> None:
+        from ...models import Confirmation, ToolCall
+
+        if days < 0 or batch_size < 1:
+            raise CommandError("--days must be 0 or more and --batch-size at least 1.")
+        now = timezone.now()
+        cutoff = now - timedelta(days=days)
+        expired = Confirmation.objects.filter(status=Confirmation.Status.PENDING, expires_at__lte=now).update(
+            status=Confirmation.Status.EXPIRED
+        )
+        calls = _delete_in_batches(ToolCall.objects.filter(created_at__lt=cutoff), batch_size)
+        confirmations = _delete_in_batches(
+            Confirmation.objects.filter(created_at__lt=cutoff).exclude(status=Confirmation.Status.PENDING), batch_size
+        )
+        self.stdout.write(
+            f"Deleted {calls} tool calls and {confirmations} confirmations older than {days} days; "
+            f"{expired} unanswered confirmations marked expired."
+        )
+
+
+def _delete_in_batches(queryset: Any, batch_size: int) -> int:
+    deleted = 0
+    while True:
+        batch = list(queryset.values_list("pk", flat=True)[:batch_size])
+        if not batch:
+            return deleted
+        deleted += queryset.model.objects.filter(pk__in=batch).delete()[0]

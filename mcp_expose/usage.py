@@ -1,0 +1,97 @@
+"""The usage log: one row per tools/call. Writing it never fails the call, and never loses it silently."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import close_old_connections
+
+logger = logging.getLogger("mcp_expose.usage")
+
+SECRET_KEY_PATTERN = re.compile(r"pass|secret|token|key|auth|credential|cookie|session", re.IGNORECASE)
+REDACTED = "[redacted]"
+WRITE_ATTEMPTS = 3
+
+
+@dataclass
+class CallRecord:
+    tool_name: str
+    principal: Any
+    outcome: str = "internal"
+    tool_key: str = ""
+    error_code: str = ""
+    incident: str = ""
+    duration_ms: float = 0.0
+    argument_bytes: int = 0
+    result_bytes: int = 0
+    argument_keys: list[str] = field(default_factory=list)
+    argument_values: dict[str, Any] | None = None
+    depth: int = 0
+    conversation_id: str = ""
+    protocol_version: str = ""
+
+
+def describe_arguments(arguments: Mapping[str, Any] | None, with_values: bool) -> tuple[int, list[str], dict[str, Any] | None]:
+    """Size, keys and (when allowed) values of the arguments, secrets redacted."""
+    arguments = arguments or {}
+    try:
+        size = len(json.dumps(arguments, default=str))
+    except (TypeError, ValueError):
+        size = 0
+    keys = sorted(str(key) for key in arguments)
+    values = None
+    if with_values:
+        values = {str(key): REDACTED if SECRET_KEY_PATTERN.search(str(key)) else value for key, value in arguments.items()}
+        values = json.loads(json.dumps(values, default=str))
+    return size, keys, values
+
+
+def write(record: CallRecord) -> bool:
+    """Insert the row, retrying briefly; on final failure log it whole (without secrets). Sync."""
+    from .models import ToolCall
+
+    principal = record.principal
+    user = principal.user if getattr(principal.user, "is_authenticated", False) else None
+    row = ToolCall(
+        tool_name=record.tool_name[:64],
+        tool_key=record.tool_key,
+        user=user,
+        username=user.get_username() if user is not None else "",
+        auth_method=principal.method,
+        client_id=principal.client_id or "",
+        api_key_prefix=principal.api_key_prefix or "",
+        scopes=" ".join(sorted(principal.scopes))[:1000],
+        outcome=record.outcome,
+        error_code=record.error_code,
+        incident=record.incident,
+        duration_ms=record.duration_ms,
+        argument_bytes=record.argument_bytes,
+        result_bytes=record.result_bytes,
+        argument_keys=record.argument_keys,
+        argument_values=record.argument_values,
+        depth=record.depth,
+        conversation_id=record.conversation_id or "",
+        protocol_version=record.protocol_version or "",
+    )
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        close_old_connections()
+        try:
+            row.save(force_insert=True)
+            return True
+        except Exception:  # noqa: BLE001  (the log must never break the call)
+            if attempt == WRITE_ATTEMPTS:
+                logger.exception(
+                    "Could not write the usage row for %s (outcome %s, caller %s, %.1f ms) after %d attempts",
+                    record.tool_name, record.outcome, principal.label, record.duration_ms, attempt,
+                )
+                return False
+            time.sleep(0.05 * attempt)
+        finally:
+            close_old_connections()
+    return False

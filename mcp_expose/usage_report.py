@@ -1,0 +1,103 @@
+"""Read the usage log: per-tool calls, error and denial rates, and latency percentiles."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.cache import caches
+from django.utils import timezone
+
+from .conf import get_settings
+
+DENIALS = frozenset({"permission_denied", "rate_limited", "declined", "unknown_tool"})
+NOT_ERRORS = frozenset({"ok", "confirmation_required"}) | DENIALS
+WINDOWS = {"day": timedelta(days=1), "week": timedelta(days=7)}
+LIST_COUNTER_KEY = "mcp_expose:list-count:{hour}"
+
+
+@dataclass(frozen=True)
+class ToolStats:
+    tool: str
+    calls: int
+    errors: int
+    denials: int
+    error_rate: float
+    denial_rate: float
+    p50_ms: float
+    p95_ms: float
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an ascending list (0.0 for an empty one)."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, round(fraction * len(sorted_values) + 0.4999))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def tool_stats(since: datetime) -> list[ToolStats]:
+    from .models import ToolCall
+
+    durations: dict[str, list[float]] = defaultdict(list)
+    errors: dict[str, int] = defaultdict(int)
+    denials: dict[str, int] = defaultdict(int)
+    for tool, outcome, duration in ToolCall.objects.filter(created_at__gte=since).values_list(
+        "tool_name", "outcome", "duration_ms"
+    ).iterator(chunk_size=5000):
+        durations[tool].append(duration)
+        errors[tool] += outcome not in NOT_ERRORS
+        denials[tool] += outcome in DENIALS
+    stats = []
+    for tool in sorted(durations):
+        values = sorted(durations[tool])
+        calls = len(values)
+        stats.append(
+            ToolStats(
+                tool=tool,
+                calls=calls,
+                errors=errors[tool],
+                denials=denials[tool],
+                error_rate=round(errors[tool] / calls, 4),
+                denial_rate=round(denials[tool] / calls, 4),
+                p50_ms=round(percentile(values, 0.50), 2),
+                p95_ms=round(percentile(values, 0.95), 2),
+            )
+        )
+    return stats
+
+
+def count_list_call() -> None:
+    """Count one tools/list in this hour's cache counter (listing is too frequent for a row each)."""
+    cache = caches[get_settings().CACHE_ALIAS]
+    key = LIST_COUNTER_KEY.format(hour=timezone.now().strftime("%Y%m%d%H"))
+    if not cache.add(key, 1, 8 * 86400):
+        try:
+            cache.incr(key)
+        except ValueError:
+            cache.add(key, 1, 8 * 86400)
+
+
+def list_calls(window: timedelta) -> int:
+    cache = caches[get_settings().CACHE_ALIAS]
+    now = timezone.now()
+    hours = int(window.total_seconds() // 3600)
+    keys = [LIST_COUNTER_KEY.format(hour=(now - timedelta(hours=h)).strftime("%Y%m%d%H")) for h in range(hours)]
+    return sum(cache.get_many(keys).values())
+
+
+def summary() -> dict[str, Any]:
+    now = timezone.now()
+    return {
+        "generated_at": now.isoformat(),
+        "windows": {
+            name: {
+                "since": (now - span).isoformat(),
+                "tools_list_calls": list_calls(span),
+                "tools": [asdict(stat) for stat in tool_stats(now - span)],
+            }
+            for name, span in WINDOWS.items()
+        },
+    }

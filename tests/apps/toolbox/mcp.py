@@ -1,0 +1,81 @@
+"""Tools that exist to test the invocation machinery: slow, cancellable, chatty, large, chained, confirmed."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from django.db import connection
+from pydantic import Field
+
+import mcp_expose
+from mcp_expose import InvocationContext
+from mcp_expose.outbound import mcp_client
+from project.library.models import Author
+
+
+def _wait(seconds: float) -> None:
+    """Sleep in small steps, touching the database each time (as real work would)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+
+
+@mcp_expose.tool(timeout=1.0)
+def slow_write(marker: str, seconds: float) -> str:
+    """Write a row, then work for a while: a timeout must undo the write."""
+    Author.objects.create(name=marker)
+    _wait(seconds)
+    return marker
+
+
+@mcp_expose.tool
+def write_then_wait(marker: str, seconds: float, context: InvocationContext) -> str:
+    """Write a row, tell the client, then work: a disconnect must undo the write."""
+    Author.objects.create(name=marker)
+    context.report_progress_sync(1, 2, "written")
+    _wait(seconds)
+    return marker
+
+
+@mcp_expose.tool(read_only=True)
+async def count_up(steps: Annotated[int, Field(ge=1, le=20)], context: InvocationContext) -> int:
+    """Report progress once per step."""
+    for step in range(1, steps + 1):
+        await context.report_progress(step, steps, f"step {step}")
+    return steps
+
+
+@mcp_expose.tool(read_only=True, max_result_bytes=2000)
+def big(count: int) -> list[str]:
+    """Return `count` strings of 100 characters: more than the 2000-byte limit allows."""
+    return [f"{index:04d}" + "x" * 96 for index in range(count)]
+
+
+@mcp_expose.tool(read_only=True, rate_limit="3/min")
+def limited() -> str:
+    """Three calls a minute per caller."""
+    return "ok"
+
+
+@mcp_expose.tool(read_only=True)
+def chain_info(context: InvocationContext) -> dict[str, object]:
+    """The conversation and depth this call arrived with."""
+    return {"depth": context.chain.depth, "conversation": context.chain.conversation_id}
+
+
+@mcp_expose.tool(read_only=True)
+async def relay(url: str, api_key: str, context: InvocationContext) -> dict[str, object]:
+    """Call chain_info on another MCP server, one agent deeper."""
+    async with mcp_client(context, url, headers={"Authorization": f"Bearer {api_key}"}) as client:
+        result = await client.call_tool("toolbox.chain_info", {})
+    return {"downstream": result.structured_content}
+
+
+@mcp_expose.tool(requires_confirmation=True, destructive=True)
+def launch(target: str) -> str:
+    """Do something a person must approve first (records the launch as an author row)."""
+    Author.objects.create(name=f"launched-{target}")
+    return f"launched {target}"
