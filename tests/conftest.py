@@ -8,7 +8,7 @@ import pytest
 from mcp_expose.registry import CapabilityRegistry
 from mcp_expose.registry import registry as global_registry
 
-from .live import LiveServer, prepare_demo, run_server
+from .live import LIVE_SETTINGS, LiveServer, prepare_demo, run_server
 
 
 @pytest.fixture
@@ -45,3 +45,18 @@ def demo_server(demo_data: tuple[Path, str]) -> Iterator[LiveServer]:
 @pytest.fixture(scope="session")
 def admin_key(demo_data: tuple[Path, str]) -> str:
     return demo_data[1]
+
+
+@pytest.fixture(scope="module")
+def module_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh demo database for one test module that changes state."""
+    data_dir = tmp_path_factory.mktemp("module")
+    prepare_demo(data_dir)
+    return data_dir
+
+
+@pytest.fixture(scope="module")
+def module_server(module_data: Path) -> Iterator[LiveServer]:
+    """A live server on that database, with the test settings (toolbox tools, switches)."""
+    with run_server(module_data, **LIVE_SETTINGS) as live:
+        yield live

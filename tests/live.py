@@ -16,6 +16,8 @@ from pathlib import Path
 import httpx2
 
 ROOT = Path(__file__).resolve().parent.parent
+# The demo settings plus the test switches and toolbox (see tests/settings_live.py).
+LIVE_SETTINGS = {"DJANGO_SETTINGS_MODULE": "tests.settings_live"}
 
 
 def free_port() -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,26 +16,23 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from .live import LiveServer, create_api_key, jsonrpc_body, manage, modern_headers, prepare_demo, run_server
+from .live import LIVE_SETTINGS, LiveServer, create_api_key, jsonrpc_body, manage, modern_headers, run_server
 from .mcp_client import MODES, connect
 from .oauth_client import Browser
 
 pytestmark = [pytest.mark.anyio, pytest.mark.live]
 
-LIVE = {"DJANGO_SETTINGS_MODULE": "tests.settings_live"}
+LIVE = LIVE_SETTINGS
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    data_dir = tmp_path_factory.mktemp("invocation")
-    prepare_demo(data_dir)
-    return data_dir
+def data(module_data: Path) -> Path:
+    return module_data
 
 
 @pytest.fixture(scope="module")
-def server(data: Path) -> Iterator[LiveServer]:
-    with run_server(data, **LIVE) as live:
-        yield live
+def server(module_server: LiveServer) -> LiveServer:
+    return module_server
 
 
 @pytest.fixture(scope="module")
