@@ -14,18 +14,24 @@ __all__ = [
     "NotFound",
     "Principal",
     "ToolError",
+    "ModelTools",
     "__version__",
+    "expose_view",
     "tool",
 ]
 
 if TYPE_CHECKING:
     from .context import InvocationContext
     from .declare import tool
+    from .declare_models import ModelTools
+    from .declare_views import expose_view
     from .errors import AccessDenied, Conflict, InvalidInput, NotFound, ToolError
     from .principal import Principal
 
 _LAZY = {
     "tool": ".declare",
+    "expose_view": ".declare_views",
+    "ModelTools": ".declare_models",
     "InvocationContext": ".context",
     "Principal": ".principal",
     "ToolError": ".errors",

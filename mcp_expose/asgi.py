@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from urllib.parse import parse_qsl
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import ImproperlyConfigured
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -85,6 +86,7 @@ class McpExposeASGI:
         await receive()  # lifespan.startup
         async with contextlib.AsyncExitStack() as stack:
             try:
+                await sync_to_async(self._resolve_declarations, thread_sensitive=True)()
                 await stack.enter_async_context(self.manager.run())
             except Exception as exc:
                 logger.exception("MCP session manager failed to start")
@@ -94,6 +96,14 @@ class McpExposeASGI:
             await send({"type": "lifespan.startup.complete"})
             await receive()  # lifespan.shutdown
         await send({"type": "lifespan.shutdown.complete"})
+
+    def _resolve_declarations(self) -> None:
+        """Build every tool's schema now, so a broken declaration stops the server instead of a call."""
+        problems = self.provider.registry.resolution_problems()
+        if problems:
+            raise ImproperlyConfigured(
+                "MCP declarations cannot be served:\n" + "\n".join(f"  [{pid}] {message}" for pid, message, _ in problems)
+            )
 
     async def _ensure_started(self) -> None:
         """Start the manager for servers that send no lifespan events (daphne, runserver)."""

@@ -18,7 +18,10 @@ def declaration_messages(registry: CapabilityRegistry) -> list[checks.CheckMessa
 
 @checks.register(checks.Tags.compatibility)
 def check_declarations(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    return declaration_messages(default_registry)
+    return declaration_messages(default_registry) + [
+        checks.Error(message, hint=hint, id=check_id)
+        for check_id, message, hint in default_registry.resolution_problems()
+    ]
 
 
 @checks.register(checks.Tags.compatibility)
@@ -101,9 +104,16 @@ def check_rows(app_configs: Any = None, databases: Any = None, **kwargs: Any) ->
     """Rows whose name clashes are left out of the catalog; say which."""
     if not databases:
         return []
+    from django.db import DatabaseError
+
     from .catalog import CatalogProvider, compile_catalog
 
-    catalog = compile_catalog(default_registry, CatalogProvider._load_rows())
+    try:
+        rows = CatalogProvider._load_rows()
+    except DatabaseError:
+        # Tables not migrated yet (this check also runs before `migrate` applies our migrations).
+        return []
+    catalog = compile_catalog(default_registry, rows)
     return [
         checks.Warning(problem, hint="Rename the tool in the admin.", id="mcp_expose.W002")
         for problem in catalog.problems

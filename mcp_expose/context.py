@@ -33,6 +33,7 @@ class InvocationContext:
     headers: Mapping[str, str] = field(default_factory=dict)
     report_progress_callback: ProgressReporter = no_progress
     chain: CallChain = field(default_factory=CallChain)
+    client_address: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property

@@ -59,7 +59,7 @@ def tool(
             name=name or identity,
             kind="function",
             target=target,
-            signature=build_signature(target, origin=origin),
+            source=build_signature(target, origin=origin),
             origin=origin,
             title=title,
             description=inspect.cleandoc(description if description is not None else (target.__doc__ or "")),

@@ -84,6 +84,7 @@ class CallRequest:
     request_state: str | None = None
     # scheme://host of this server, for links (the approval page).
     base_url: str = ""
+    client_address: str | None = None
 
 
 def resolve_tool(catalog: Catalog, principal: Principal, name: str) -> ToolEntry:
@@ -174,6 +175,7 @@ async def _run(
             headers=request.headers,
             report_progress_callback=request.report_progress,
             chain=request.chain,
+            client_address=request.client_address,
         )
         value = await invoke(entry, validated, context)
         return ToolOutcome(entry, value=truncate(value, entry.max_result_bytes, has_output_schema=entry.output_schema is not None))

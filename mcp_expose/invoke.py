@@ -62,6 +62,13 @@ def _refuse_when_abandoned(abandoned: threading.Event) -> Callable[..., Any]:
     return wrapper
 
 
+def _call_target(entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext) -> Any:
+    capability = entry.capability
+    if capability.call_style == "mapping":
+        return capability.target(dict(arguments), context)
+    return capability.target(**arguments, **_injected(entry, context))
+
+
 def _call_sync(
     entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext, abandoned: threading.Event
 ) -> Any:
@@ -70,7 +77,7 @@ def _call_sync(
     try:
         writes = contextlib.nullcontext() if entry.annotations.read_only else transaction.atomic()
         with connection.execute_wrapper(_refuse_when_abandoned(abandoned)), writes:
-            value = _project(entry, entry.capability.target(**arguments, **_injected(entry, context)))
+            value = _project(entry, _call_target(entry, arguments, context))
             if abandoned.is_set():
                 raise CallAbandoned("the caller stopped waiting for this call")
             return value
@@ -85,7 +92,7 @@ async def invoke(entry: ToolEntry, arguments: Mapping[str, Any], context: Invoca
     """
     if entry.capability.is_async:
         with anyio.move_on_after(entry.timeout):
-            value = await entry.capability.target(**arguments, **_injected(entry, context))
+            value = await _call_target(entry, arguments, context)
             return _project(entry, value)
         raise ToolTimeout(entry.timeout)
     abandoned = threading.Event()

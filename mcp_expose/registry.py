@@ -13,9 +13,10 @@ from typing import Any, Literal
 
 from .names import name_problem, scope_problem
 from .ratelimit import parse_rate
-from .schema import ToolSignature
+from .schema import LazySignature, SchemaSignature, ToolSignature
 
-CapabilityKind = Literal["function"]
+CapabilityKind = Literal["function", "view", "model"]
+Signature = ToolSignature | SchemaSignature
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +46,7 @@ class Capability:
     name: str
     kind: CapabilityKind
     target: Callable[..., Any] = field(repr=False)
-    signature: ToolSignature = field(repr=False)
+    source: Signature | LazySignature = field(repr=False)
     origin: str
     title: str | None = None
     description: str = ""
@@ -59,6 +60,12 @@ class Capability:
     timeout: float | None = None
     max_result_bytes: int | None = None
     log_argument_values: bool = False
+    # "keywords": target(**arguments, **injected); "mapping": target(arguments, context) (views, models).
+    call_style: Literal["keywords", "mapping"] = "keywords"
+
+    @property
+    def signature(self) -> Signature:
+        return self.source.resolve() if isinstance(self.source, LazySignature) else self.source
 
     @property
     def input_schema(self) -> Mapping[str, Any]:
@@ -102,6 +109,16 @@ class CapabilityRegistry:
         self._by_key = {}
         for capability in self._capabilities:
             self._by_key.setdefault(capability.key, capability)
+
+    def resolution_problems(self) -> list[tuple[str, str, str]]:
+        """Build every lazily declared signature now; report those that cannot be built."""
+        found = []
+        for capability in self._capabilities:
+            try:
+                capability.signature  # noqa: B018  (resolving is the point)
+            except Exception as exc:  # noqa: BLE001
+                found.append(("mcp_expose.E012", f"{capability.origin}: {exc}", "Fix the declaration in mcp.py."))
+        return found
 
     def problems(self) -> list[tuple[str, str, str]]:
         """Every declaration problem as `(check id, message, hint)`."""

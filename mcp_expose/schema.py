@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -72,6 +73,82 @@ class ToolSignature:
         """Validate a result against the output schema and return its JSON form."""
         assert self.output_adapter is not None
         return self.output_adapter.dump_python(self.output_adapter.validate_python(value), mode="json")
+
+
+class SchemaSignature:
+    """A signature given as JSON Schema rather than type hints (views, models), checked with jsonschema.
+
+    The capability behind it validates further (a view's serializer, say); this
+    only enforces the closed shape and the types the schema states.
+    """
+
+    output_schema: Mapping[str, Any] | None = None
+    output_adapter: TypeAdapter[Any] | None = None
+    injections: Mapping[str, Injection] = MappingProxyType({})
+
+    def __init__(self, input_schema: dict[str, Any]) -> None:
+        from jsonschema import Draft202012Validator
+
+        Draft202012Validator.check_schema(input_schema)
+        self.input_schema = freeze(input_schema)
+        self._validator = Draft202012Validator(input_schema)
+
+    def validate_arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        values = dict(arguments or {})
+        problems = [
+            problem
+            for error in sorted(self._validator.iter_errors(values), key=lambda error: [str(p) for p in error.absolute_path])
+            for problem in _schema_problems(error)
+        ]
+        if problems:
+            raise InvalidInput("The arguments do not match the tool's input schema.", details=problems)
+        return values
+
+    def validate_result(self, value: Any) -> Any:
+        return value
+
+
+def _schema_problems(error: Any) -> list[dict[str, str]]:
+    """One problem per offending key, each with the JSON path of the key itself."""
+    location = tuple(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
+        allowed = set(error.schema.get("properties", {}))
+        return [
+            {"path": json_path((*location, key)), "message": _schema_message(error)}
+            for key in sorted(set(error.instance) - allowed)
+        ]
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else ""
+        return [{"path": json_path((*location, missing)) if missing else json_path(location), "message": "Required."}]
+    return [{"path": json_path(location), "message": _schema_message(error)}]
+
+
+def _schema_message(error: Any) -> str:
+    """jsonschema's message, without echoing the offending value back (it may be long or secret)."""
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        return "Unexpected argument; allowed here: " + (", ".join(allowed) or "nothing") + "."
+    if error.validator == "enum":
+        return "Must be one of: " + ", ".join(json.dumps(item) for item in error.validator_value) + "."
+    if error.validator == "type":
+        return f"Must be of type {error.validator_value}."
+    return error.message if len(error.message) < 200 else f"Fails the '{error.validator}' rule."
+
+
+class LazySignature:
+    """A signature built on first use: views need the URLconf, which is not loaded when apps start."""
+
+    def __init__(self, factory: Callable[[], ToolSignature | SchemaSignature]) -> None:
+        self._factory = factory
+        self._value: ToolSignature | SchemaSignature | None = None
+        self._lock = threading.Lock()
+
+    def resolve(self) -> ToolSignature | SchemaSignature:
+        if self._value is None:
+            with self._lock:
+                if self._value is None:
+                    self._value = self._factory()
+        return self._value
 
 
 def json_path(location: tuple[int | str, ...]) -> str:

@@ -112,6 +112,7 @@ def build_server(
             input_responses=params.input_responses,
             request_state=params.request_state,
             base_url=_base_url(ctx),
+            client_address=_client_address(ctx),
         )
         try:
             outcome = await call_tool(catalog, principal, params.name, params.arguments, request)
@@ -178,6 +179,11 @@ def _can_elicit(ctx: ServerRequestContext[Any]) -> bool:
     capabilities = ctx.session.client_capabilities
     elicitation = capabilities.elicitation if capabilities is not None else None
     return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+
+
+def _client_address(ctx: ServerRequestContext[Any]) -> str | None:
+    client = ctx.request.client if ctx.request is not None else None
+    return client.host if client is not None else None
 
 
 def _base_url(ctx: ServerRequestContext[Any]) -> str:

@@ -109,6 +109,15 @@ MCP_EXPOSE = {
     "ALLOWED_ORIGINS": ["http://localhost:*", "http://127.0.0.1:*"],
 }
 
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "oauth2_provider.contrib.rest_framework.OAuth2Authentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_RATES": {"loans": os.environ.get("DEMO_LOAN_RATE", "30/min")},
+}
+
 # django-oauth-toolkit is the authorization server, mounted at /o/.
 OAUTH2_PROVIDER = oauth2_provider_settings(
     scopes={

@@ -2,13 +2,22 @@ from django.conf import settings
 from django.contrib import admin
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path
+from rest_framework.routers import DefaultRouter
 
-from project.library import views
+from project.library import api, views
+
+router = DefaultRouter()
+router.register("books", api.BookViewSet, basename="book")
+router.register("loans", api.LoanViewSet, basename="loan")
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("api/", include(router.urls)),
+    path("books/", views.BookListView.as_view(), name="library-books"),
+    path("authors/new/", views.AuthorCreateView.as_view(), name="library-author-new"),
+    path("me/summary/", views.my_summary, name="library-my-summary"),
     # The authorization server (django-oauth-toolkit) and its RFC 8414 metadata at the site root.
     path("o/", include("oauth2_provider.urls", namespace="oauth2_provider")),
     path("", include("mcp_expose.urls")),

@@ -15,6 +15,7 @@ from typing_extensions import TypedDict
 import mcp_expose
 from mcp_expose import Conflict, InvocationContext, NotFound, Principal
 
+from . import api, views
 from .models import Author, Book, Loan
 
 Genre = Literal["fiction", "science", "history", "children"]
@@ -179,3 +180,27 @@ async def inventory(context: InvocationContext) -> dict[str, int]:
         done += 1
         await context.report_progress(done, total, book.title)
     return {"books": total, "copies_on_shelf": on_shelf}
+
+
+# The REST API and the web pages the library already has, exposed as they are -----------------------------------
+
+mcp_expose.expose_view(api.BookViewSet, actions=["list", "retrieve"], scopes=["library:read"])
+mcp_expose.expose_view(api.BookViewSet, actions=["create", "partial_update", "destroy"], scopes=["library:write"])
+mcp_expose.expose_view(api.LoanViewSet, scopes=["library:write"], name={"list": "library.loans.mine"})
+mcp_expose.expose_view(
+    views.BookListView, name="library.catalogue_page", query_params={"q": "Words in the title"}, scopes=["library:read"]
+)
+mcp_expose.expose_view(views.AuthorCreateView, name="library.add_author_form", scopes=["library:write"])
+mcp_expose.expose_view(views.my_summary, name="library.my_summary", scopes=["library:read"], read_only=True)
+
+# Authors straight from the model: allow-listed filters and ordering, paged by cursor.
+mcp_expose.ModelTools(
+    Author,
+    actions=["list", "get", "create", "update", "delete"],
+    fields=["id", "name", "born"],
+    filters={"name": ["exact", "icontains"], "born": ["gte", "lte"]},
+    ordering=["name", "born"],
+    page_size=5,
+    max_page_size=20,
+    scopes=["library:read"],
+)

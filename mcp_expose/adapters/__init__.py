@@ -1,0 +1,1 @@
+"""Adapters that turn what a project already has (DRF views, Django views, models) into capabilities."""

@@ -1,0 +1,165 @@
+"""JSON Schema for what a view already declares: DRF serializer fields and Django form fields.
+
+Nested serializers are inlined (no `$ref`); a serializer that nests itself is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import DeclarationError
+
+MAX_NESTING = 10
+
+
+def serializer_input_schema(serializer: Any, *, partial: bool = False, origin: str, depth: int = 0) -> dict[str, Any]:
+    """An object schema for the writable fields of a DRF serializer instance."""
+    from rest_framework import serializers
+
+    if depth > MAX_NESTING:
+        raise DeclarationError(f"{origin}: serializers nest more than {MAX_NESTING} levels; a serializer that "
+                               "contains itself cannot be described without references.")
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, field in serializer.fields.items():
+        if field.read_only or isinstance(field, serializers.HiddenField):
+            continue
+        schema = drf_field_schema(field, origin=origin, depth=depth)
+        if schema is None:
+            continue
+        properties[name] = schema
+        if field.required and not partial:
+            required.append(name)
+    result: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        result["required"] = required
+    return result
+
+
+def drf_field_schema(field: Any, *, origin: str, depth: int) -> dict[str, Any] | None:
+    from rest_framework import fields, relations, serializers
+
+    schema: dict[str, Any]
+    if isinstance(field, serializers.ListSerializer):
+        schema = {"type": "array", "items": serializer_input_schema(field.child, origin=origin, depth=depth + 1)}
+    elif isinstance(field, serializers.BaseSerializer):
+        schema = serializer_input_schema(field, origin=origin, depth=depth + 1)
+    elif isinstance(field, relations.ManyRelatedField):
+        child = drf_field_schema(field.child_relation, origin=origin, depth=depth)
+        schema = {"type": "array", "items": child or {}}
+    elif isinstance(field, relations.PrimaryKeyRelatedField):
+        schema = {"type": ["integer", "string"], "description": "Primary key of the related object."}
+    elif isinstance(field, relations.SlugRelatedField | relations.HyperlinkedRelatedField):
+        schema = {"type": "string"}
+    elif isinstance(field, fields.FileField):
+        return None  # files do not travel in JSON arguments
+    elif isinstance(field, fields.MultipleChoiceField):
+        schema = {"type": "array", "items": {"enum": [str(key) for key in field.choices]}, "uniqueItems": True}
+    elif isinstance(field, fields.ChoiceField):
+        schema = {"enum": list(field.choices)}
+    elif isinstance(field, fields.BooleanField):
+        schema = {"type": "boolean"}
+    elif isinstance(field, fields.IntegerField):
+        schema = {"type": "integer"}
+    elif isinstance(field, fields.FloatField):
+        schema = {"type": "number"}
+    elif isinstance(field, fields.DecimalField):
+        schema = {"type": ["number", "string"], "description": "A decimal number."}
+    elif isinstance(field, fields.DateTimeField):
+        schema = {"type": "string", "format": "date-time"}
+    elif isinstance(field, fields.DateField):
+        schema = {"type": "string", "format": "date"}
+    elif isinstance(field, fields.TimeField):
+        schema = {"type": "string", "format": "time"}
+    elif isinstance(field, fields.UUIDField):
+        schema = {"type": "string", "format": "uuid"}
+    elif isinstance(field, fields.EmailField):
+        schema = {"type": "string", "format": "email"}
+    elif isinstance(field, fields.URLField):
+        schema = {"type": "string", "format": "uri"}
+    elif isinstance(field, fields.ListField):
+        schema = {"type": "array", "items": drf_field_schema(field.child, origin=origin, depth=depth) or {}}
+    elif isinstance(field, fields.DictField):
+        schema = {"type": "object", "additionalProperties": drf_field_schema(field.child, origin=origin, depth=depth) or {}}
+    elif isinstance(field, fields.JSONField):
+        schema = {}
+    elif isinstance(field, fields.CharField):
+        schema = {"type": "string"}
+    else:
+        schema = {}
+    _bounds(schema, field)
+    if getattr(field, "allow_null", False) and "type" in schema:
+        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        schema["type"] = [*types, "null"]
+    elif getattr(field, "allow_null", False) and "enum" in schema:
+        schema["enum"] = [*schema["enum"], None]
+    if field.help_text:
+        schema["description"] = str(field.help_text)
+    default = field.default
+    if default is not fields.empty and not callable(default):
+        schema["default"] = default
+    return schema
+
+
+def _bounds(schema: dict[str, Any], field: Any) -> None:
+    for attribute, keyword in (("max_length", "maxLength"), ("min_length", "minLength"),
+                               ("max_value", "maximum"), ("min_value", "minimum")):
+        value = getattr(field, attribute, None)
+        if value is not None and not hasattr(value, "resolve"):
+            schema[keyword] = float(value) if keyword in ("maximum", "minimum") and not isinstance(value, int) else value
+
+
+def form_input_schema(form_class: Any, *, origin: str) -> dict[str, Any]:
+    """An object schema for a Django form's fields."""
+    form = form_class()
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, field in form.fields.items():
+        schema = django_field_schema(field)
+        if schema is None:
+            continue
+        properties[name] = schema
+        if field.required:
+            required.append(name)
+    result: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        result["required"] = required
+    return result
+
+
+def django_field_schema(field: Any) -> dict[str, Any] | None:
+    from django import forms
+
+    schema: dict[str, Any]
+    if isinstance(field, forms.FileField):
+        return None
+    if isinstance(field, forms.ModelMultipleChoiceField):
+        schema = {"type": "array", "items": {"type": ["integer", "string"]}}
+    elif isinstance(field, forms.ModelChoiceField):
+        schema = {"type": ["integer", "string"], "description": "Primary key of the related object."}
+    elif isinstance(field, forms.MultipleChoiceField):
+        schema = {"type": "array", "items": {"enum": [str(key) for key, _ in field.choices]}}
+    elif isinstance(field, forms.ChoiceField):
+        schema = {"enum": [str(key) for key, _ in field.choices if key != ""]}
+    elif isinstance(field, forms.BooleanField):
+        schema = {"type": "boolean"}
+    elif isinstance(field, forms.IntegerField):
+        schema = {"type": "integer"}
+    elif isinstance(field, forms.DecimalField | forms.FloatField):
+        schema = {"type": ["number", "string"]}
+    elif isinstance(field, forms.DateTimeField):
+        schema = {"type": "string", "format": "date-time"}
+    elif isinstance(field, forms.DateField):
+        schema = {"type": "string", "format": "date"}
+    elif isinstance(field, forms.EmailField):
+        schema = {"type": "string", "format": "email"}
+    elif isinstance(field, forms.URLField):
+        schema = {"type": "string", "format": "uri"}
+    else:
+        schema = {"type": "string"}
+    _bounds(schema, field)
+    if field.help_text:
+        schema["description"] = str(field.help_text)
+    elif field.label:
+        schema["description"] = str(field.label)
+    return schema
