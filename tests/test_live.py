@@ -176,3 +176,19 @@ def test_django_still_serves_everything_else(demo_server: LiveServer) -> None:
     home = httpx2.get(demo_server.base_url + "/")
     assert home.status_code == 200 and "/mcp" in home.text
     assert httpx2.get(demo_server.base_url + "/admin/login/").status_code == 200
+
+
+@mode
+async def test_view_backed_tools_page_through_a_cursor(demo_server: LiveServer, admin_key: str, mode: str) -> None:
+    async with connect(demo_server.mcp_url, admin_key, mode) as client:
+        first = await client.call_tool("library.books.list", {"ordering": "title", "page_size": 5})
+        second = await client.call_tool(
+            "library.books.list", {"ordering": "title", "page_size": 5, "cursor": first.structured_content["next_cursor"]}
+        )
+        page = await client.call_tool("library.catalogue_page", {"q": "cosmos"})
+        authors = await client.call_tool("library.authors.list", {"filters": {"born__lte": 1910}, "order_by": "name"})
+    titles = [book["title"] for book in first.structured_content["results"] + second.structured_content["results"]]
+    assert len(titles) == 8 and titles == sorted(titles)
+    assert second.structured_content["next_cursor"] is None
+    assert page.structured_content == {"result": "Books\nCosmos by Carl Sagan (Science)"}
+    assert [a["name"] for a in authors.structured_content["results"]] == ["Astrid Lindgren", "Rachel Carson"]

@@ -195,3 +195,36 @@ def test_compiled_schemas_are_read_only() -> None:
     signature = build_signature(f, origin="t")
     with pytest.raises(TypeError):
         signature.input_schema["properties"]["y"] = {}  # type: ignore[index]
+
+
+def test_nested_serializers_are_inlined_and_self_nesting_is_refused() -> None:
+    from rest_framework import serializers
+
+    from mcp_expose.adapters.field_schema import serializer_input_schema
+
+    class Address(serializers.Serializer):
+        street = serializers.CharField(max_length=50, help_text="Street and number.")
+        kind = serializers.ChoiceField(choices=["home", "work"], allow_null=True)
+
+    class Person(serializers.Serializer):
+        id = serializers.IntegerField(read_only=True)
+        name = serializers.CharField()
+        home = Address()
+        others = Address(many=True, required=False)
+        tags = serializers.ListField(child=serializers.CharField(), default=list)
+
+    schema = serializer_input_schema(Person(), origin="t")
+    assert "$ref" not in repr(schema) and "id" not in schema["properties"]
+    assert schema["required"] == ["name", "home"]
+    assert schema["properties"]["home"]["properties"]["street"] == {
+        "type": "string", "maxLength": 50, "description": "Street and number."
+    }
+    assert schema["properties"]["home"]["properties"]["kind"]["enum"] == ["home", "work", None]
+    assert schema["properties"]["others"]["items"]["additionalProperties"] is False
+
+    class Node(serializers.Serializer):
+        label = serializers.CharField()
+
+    Node._declared_fields["child"] = Node()  # a serializer that contains itself
+    with pytest.raises(DeclarationError, match="nest more than"):
+        serializer_input_schema(Node(), origin="t")

@@ -57,36 +57,12 @@ def drf_field_schema(field: Any, *, origin: str, depth: int) -> dict[str, Any] |
         schema = {"type": "array", "items": {"enum": [str(key) for key in field.choices]}, "uniqueItems": True}
     elif isinstance(field, fields.ChoiceField):
         schema = {"enum": list(field.choices)}
-    elif isinstance(field, fields.BooleanField):
-        schema = {"type": "boolean"}
-    elif isinstance(field, fields.IntegerField):
-        schema = {"type": "integer"}
-    elif isinstance(field, fields.FloatField):
-        schema = {"type": "number"}
-    elif isinstance(field, fields.DecimalField):
-        schema = {"type": ["number", "string"], "description": "A decimal number."}
-    elif isinstance(field, fields.DateTimeField):
-        schema = {"type": "string", "format": "date-time"}
-    elif isinstance(field, fields.DateField):
-        schema = {"type": "string", "format": "date"}
-    elif isinstance(field, fields.TimeField):
-        schema = {"type": "string", "format": "time"}
-    elif isinstance(field, fields.UUIDField):
-        schema = {"type": "string", "format": "uuid"}
-    elif isinstance(field, fields.EmailField):
-        schema = {"type": "string", "format": "email"}
-    elif isinstance(field, fields.URLField):
-        schema = {"type": "string", "format": "uri"}
     elif isinstance(field, fields.ListField):
         schema = {"type": "array", "items": drf_field_schema(field.child, origin=origin, depth=depth) or {}}
     elif isinstance(field, fields.DictField):
         schema = {"type": "object", "additionalProperties": drf_field_schema(field.child, origin=origin, depth=depth) or {}}
-    elif isinstance(field, fields.JSONField):
-        schema = {}
-    elif isinstance(field, fields.CharField):
-        schema = {"type": "string"}
     else:
-        schema = {}
+        schema = _scalar_schema(field, _drf_scalars())
     _bounds(schema, field)
     if getattr(field, "allow_null", False) and "type" in schema:
         types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
@@ -141,25 +117,53 @@ def django_field_schema(field: Any) -> dict[str, Any] | None:
         schema = {"type": "array", "items": {"enum": [str(key) for key, _ in field.choices]}}
     elif isinstance(field, forms.ChoiceField):
         schema = {"enum": [str(key) for key, _ in field.choices if key != ""]}
-    elif isinstance(field, forms.BooleanField):
-        schema = {"type": "boolean"}
-    elif isinstance(field, forms.IntegerField):
-        schema = {"type": "integer"}
-    elif isinstance(field, forms.DecimalField | forms.FloatField):
-        schema = {"type": ["number", "string"]}
-    elif isinstance(field, forms.DateTimeField):
-        schema = {"type": "string", "format": "date-time"}
-    elif isinstance(field, forms.DateField):
-        schema = {"type": "string", "format": "date"}
-    elif isinstance(field, forms.EmailField):
-        schema = {"type": "string", "format": "email"}
-    elif isinstance(field, forms.URLField):
-        schema = {"type": "string", "format": "uri"}
     else:
-        schema = {"type": "string"}
+        schema = _scalar_schema(field, _form_scalars()) or {"type": "string"}
     _bounds(schema, field)
     if field.help_text:
         schema["description"] = str(field.help_text)
     elif field.label:
         schema["description"] = str(field.label)
     return schema
+
+
+def _scalar_schema(field: Any, table: list[tuple[type, dict[str, Any]]]) -> dict[str, Any]:
+    """The schema of the first class in `table` that `field` is an instance of (order matters: subclasses first)."""
+    for field_class, schema in table:
+        if isinstance(field, field_class):
+            return dict(schema)
+    return {}
+
+
+def _drf_scalars() -> list[tuple[type, dict[str, Any]]]:
+    from rest_framework import fields
+
+    return [
+        (fields.BooleanField, {"type": "boolean"}),
+        (fields.IntegerField, {"type": "integer"}),
+        (fields.FloatField, {"type": "number"}),
+        (fields.DecimalField, {"type": ["number", "string"], "description": "A decimal number."}),
+        (fields.DateTimeField, {"type": "string", "format": "date-time"}),
+        (fields.DateField, {"type": "string", "format": "date"}),
+        (fields.TimeField, {"type": "string", "format": "time"}),
+        (fields.UUIDField, {"type": "string", "format": "uuid"}),
+        (fields.EmailField, {"type": "string", "format": "email"}),
+        (fields.URLField, {"type": "string", "format": "uri"}),
+        (fields.JSONField, {}),
+        (fields.CharField, {"type": "string"}),
+    ]
+
+
+def _form_scalars() -> list[tuple[type, dict[str, Any]]]:
+    from django import forms
+
+    return [
+        (forms.BooleanField, {"type": "boolean"}),
+        (forms.IntegerField, {"type": "integer"}),
+        (forms.DecimalField, {"type": ["number", "string"]}),
+        (forms.FloatField, {"type": ["number", "string"]}),
+        (forms.DateTimeField, {"type": "string", "format": "date-time"}),
+        (forms.DateField, {"type": "string", "format": "date"}),
+        (forms.EmailField, {"type": "string", "format": "email"}),
+        (forms.URLField, {"type": "string", "format": "uri"}),
+    ]
