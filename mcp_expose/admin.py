@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
@@ -14,10 +15,11 @@ from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils import timezone
 from django.utils.cache import patch_cache_control
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from .catalog import provider
 from .models import ApiKey, Confirmation, ExposedTool, ToolCall
 from .registry import Capability, registry
 from .schema import thaw
@@ -46,9 +48,11 @@ def _pretty_json(value: Any) -> str:
 @admin.register(ExposedTool)
 class ExposedToolAdmin(admin.ModelAdmin):
     list_display = [
-        "tool_name", "enabled", "key", "scopes_display", "confirmation_display", "rate_display", "calls_24h",
+        "tool_name", "enabled", "kind", "key", "scopes_display", "confirmation_display", "rate_display", "calls_24h",
         "stale_marker", "updated_at",
     ]
+    change_form_template = "admin/mcp_expose/exposedtool/change_form.html"
+    change_list_template = "admin/mcp_expose/exposedtool/change_list.html"
     list_display_links = ["tool_name"]
     list_editable = ["enabled"]
     list_filter = ["enabled", "stale", AppLabelFilter]
@@ -56,6 +60,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
     filter_horizontal = ["allowed_clients"]
     actions = ["enable_selected", "disable_selected"]
     declared_fields = [
+        "catalog_lint",
         "declared_name",
         "declared_origin",
         "declared_scopes",
@@ -84,6 +89,18 @@ class ExposedToolAdmin(admin.ModelAdmin):
         # Rows come from declarations in code (migrate, mcp_sync), never from the admin.
         return False
 
+    def get_changelist_form(self, request: HttpRequest, **kwargs: Any) -> Any:
+        """The editable 'enabled' checkboxes get a label naming their tool, for screen readers."""
+        base = super().get_changelist_form(request, **kwargs)
+
+        class LabelledRowForm(base):  # type: ignore[valid-type,misc]
+            def __init__(self, *args: Any, **form_kwargs: Any) -> None:
+                super().__init__(*args, **form_kwargs)
+                if "enabled" in self.fields and self.instance.pk:
+                    self.fields["enabled"].widget.attrs["aria-label"] = f"Enabled: {self.instance}"
+
+        return LabelledRowForm
+
     @staticmethod
     def _capability(obj: ExposedTool | None) -> Capability | None:
         return registry.get(obj.key) if obj is not None else None
@@ -108,6 +125,52 @@ class ExposedToolAdmin(admin.ModelAdmin):
             .values("count")
         )
         return super().get_queryset(request).annotate(recent_calls=Coalesce(Subquery(recent), 0))
+
+    @admin.display(description=_("kind"))
+    def kind(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        return capability.kind if capability else "—"
+
+    @admin.display(description=_("catalog lint"))
+    def catalog_lint(self, obj: ExposedTool) -> str:
+        from .overview import lint_entry
+
+        entry = next((entry for entry in provider.get_sync().tools if entry.key == obj.key), None)
+        if entry is None:
+            return _("Not served (disabled, stale or in conflict).")
+        try:
+            lint = lint_entry(entry)
+        except Exception as exc:  # noqa: BLE001  (a broken declaration is exactly what lint should show)
+            return format_html('<span class="errornote">{}</span>', str(exc))
+        return format_html(
+            "<ul class='mcp-lint'><li>{}: {}</li><li>{}: {}</li><li>{}: {} bytes, about {} tokens</li>{}</ul>",
+            _("name length"), lint.name_length, _("description length"), lint.description_length,
+            _("definition size"), lint.schema_bytes, lint.estimated_tokens,
+            format_html_join("", "<li class='errornote'>{}</li>", ((problem,) for problem in lint.problems)),
+        )
+
+    def get_urls(self) -> list[Any]:
+        extra = [
+            path("overview/", self.admin_site.admin_view(self.overview_view), name="mcp_expose_exposedtool_overview"),
+            path("<int:object_id>/try/", self.admin_site.admin_view(self.try_view), name="mcp_expose_exposedtool_try"),
+        ]
+        return [*extra, *super().get_urls()]
+
+    def try_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """Call the tool as yourself, through the same dispatcher and policy as MCP clients."""
+        from .admin_views import try_tool
+
+        if not request.user.has_perm("mcp_expose.try_exposedtool"):
+            raise PermissionDenied
+        return try_tool(self, request, object_id)
+
+    def overview_view(self, request: HttpRequest) -> HttpResponse:
+        """What a user, or an OAuth client with given scopes, would see in tools/list, and why not the rest."""
+        from .admin_views import catalog_overview
+
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return catalog_overview(self, request)
 
     @admin.display(description=_("calls (24 h)"), ordering="recent_calls")
     def calls_24h(self, obj: ExposedTool) -> int:
@@ -275,14 +338,29 @@ class ToolCallAdmin(ReadOnlyAdmin):
 
     def summary_view(self, request: HttpRequest) -> HttpResponse:
         """Calls, error and denial rates, p50/p95 latency per tool, for the last day and week."""
-        from .usage_report import summary
+        from .charts import bar_chart, meter
+        from .usage_report import hourly_calls, summary
 
         if not self.has_view_permission(request):
-            from django.core.exceptions import PermissionDenied
-
             raise PermissionDenied
+        report = summary()
+        hourly = hourly_calls()
+        for window in report["windows"].values():
+            for stat in window["tools"]:
+                stat["error_meter"] = meter(stat["error_rate"], label=f"{stat['tool']}: error rate {stat['error_rate']:.0%}")
+                stat["denial_meter"] = meter(
+                    stat["denial_rate"], label=f"{stat['tool']}: denial rate {stat['denial_rate']:.0%}", color="#b8860b"
+                )
+        peak_p95 = max((stat["p95_ms"] for stat in report["windows"]["day"]["tools"]), default=0) or 1
+        for stat in report["windows"]["day"]["tools"]:
+            stat["latency_meter"] = meter(stat["p95_ms"] / peak_p95, label=f"{stat['tool']}: p95 {stat['p95_ms']} ms",
+                                          color="#417690")
+        series = [
+            {"tool": tool, "total": sum(counts), "chart": bar_chart(counts, label=f"{tool}: calls per hour, last 24 hours")}
+            for tool, counts in sorted(hourly.items(), key=lambda item: -sum(item[1]))
+        ]
         context = {**self.admin_site.each_context(request), "opts": self.opts, "title": _("Tool usage"),
-                   "report": summary()}
+                   "report": report, "series": series}
         return TemplateResponse(request, "admin/mcp_expose/toolcall/summary.html", context)
 
 

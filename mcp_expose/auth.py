@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import close_old_connections
 from django.utils import timezone
 
 from .conf import get_settings
+from .db import close_stale_connections
 from .principal import Principal, anonymous_principal, principal_for_user
 from .scopes import expand_scopes
 
@@ -61,7 +61,7 @@ def authenticate(
         return WRONG_SCHEME
     if not token:
         return INVALID_TOKEN
-    close_old_connections()
+    close_stale_connections()
     try:
         from django.apps import apps
 
@@ -73,7 +73,7 @@ def authenticate(
 
         return authenticate_access_token(token, resource)
     finally:
-        close_old_connections()
+        close_stale_connections()
 
 
 def authenticate_api_key(secret: str) -> Principal | AuthFailure:

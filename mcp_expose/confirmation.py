@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db import close_old_connections
 from django.urls import reverse
 from django.utils import timezone
 
 from .catalog import ToolEntry
 from .conf import get_settings
+from .db import close_stale_connections
 from .errors import AccessDenied, ToolError
 from .principal import Principal
 
@@ -101,7 +101,7 @@ def ask_in_client(entry: ToolEntry, principal: Principal, arguments: Mapping[str
     """Record a pending question and return the form for the client. Sync: writes a row."""
     from .models import Confirmation
 
-    close_old_connections()
+    close_stale_connections()
     text = summary(entry, arguments)
     confirmation = Confirmation.objects.create(
         channel=Confirmation.Channel.ELICITATION,
@@ -131,7 +131,7 @@ def answer_from_client(
     """
     from .models import Confirmation
 
-    close_old_connections()
+    close_stale_connections()
     try:
         confirmation_id = uuid.UUID(json.loads(state)[STATE_KEY])
     except (ValueError, KeyError, TypeError):
@@ -162,7 +162,7 @@ def check_approval_page(
     """
     from .models import Confirmation
 
-    close_old_connections()
+    close_stale_connections()
     user = _user(principal)
     digest = arguments_digest(arguments)
     now = timezone.now()

@@ -17,10 +17,11 @@ from typing import Any
 
 import anyio
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, transaction
 
 from .catalog import ToolEntry
 from .context import InvocationContext
+from .db import close_stale_connections
 from .results import to_json_value
 
 
@@ -73,7 +74,7 @@ def _call_sync(
     entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext, abandoned: threading.Event
 ) -> Any:
     # MCP traffic never passes Django's request signals, so connection upkeep is done here.
-    close_old_connections()
+    close_stale_connections()
     try:
         writes = contextlib.nullcontext() if entry.annotations.read_only else transaction.atomic()
         with connection.execute_wrapper(_refuse_when_abandoned(abandoned)), writes:
@@ -82,7 +83,7 @@ def _call_sync(
                 raise CallAbandoned("the caller stopped waiting for this call")
             return value
     finally:
-        close_old_connections()
+        close_stale_connections()
 
 
 async def invoke(entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext) -> Any:

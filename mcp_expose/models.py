@@ -120,6 +120,7 @@ class ExposedTool(models.Model):
         verbose_name = _("exposed tool")
         verbose_name_plural = _("exposed tools")
         ordering = ["key"]
+        permissions = [("try_exposedtool", _("Can call tools from the admin"))]
         constraints = [
             models.UniqueConstraint(
                 Lower("wire_name"),

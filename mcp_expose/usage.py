@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import close_old_connections
+from .db import close_stale_connections
 
 logger = logging.getLogger("mcp_expose.usage")
 
@@ -80,7 +80,7 @@ def write(record: CallRecord) -> bool:
         protocol_version=record.protocol_version or "",
     )
     for attempt in range(1, WRITE_ATTEMPTS + 1):
-        close_old_connections()
+        close_stale_connections()
         try:
             row.save(force_insert=True)
             return True
@@ -93,5 +93,5 @@ def write(record: CallRecord) -> bool:
                 return False
             time.sleep(0.05 * attempt)
         finally:
-            close_old_connections()
+            close_stale_connections()
     return False

@@ -101,3 +101,26 @@ def summary() -> dict[str, Any]:
             for name, span in WINDOWS.items()
         },
     }
+
+
+def hourly_calls(hours: int = 24) -> dict[str, list[int]]:
+    """Calls per tool in each of the last `hours` hours, oldest first."""
+    from django.db.models import Count
+    from django.db.models.functions import TruncHour
+
+    from .models import ToolCall
+
+    now = timezone.now().replace(minute=0, second=0, microsecond=0)
+    start = now - timedelta(hours=hours - 1)
+    series: dict[str, list[int]] = defaultdict(lambda: [0] * hours)
+    rows = (
+        ToolCall.objects.filter(created_at__gte=start)
+        .annotate(hour=TruncHour("created_at"))
+        .values_list("tool_name", "hour")
+        .annotate(count=Count("pk"))
+    )
+    for tool, hour, count in rows:
+        index = int((hour - start).total_seconds() // 3600)
+        if 0 <= index < hours:
+            series[tool][index] += count
+    return dict(series)

@@ -12,6 +12,7 @@ router.register("loans", api.LoanViewSet, basename="loan")
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("favicon.ico", views.no_favicon),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include(router.urls)),

@@ -1,8 +1,21 @@
 """Unit-test settings: the demo project with an in-memory database and a private cache."""
 
+import os
+import tempfile
+from pathlib import Path
+
 from project.settings import *  # noqa: F403
 
-DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+# A file, not ":memory:": tools run in worker threads, and an in-memory SQLite database cannot close
+# those threads' connections (Python 3.13 then warns about every one of them).
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": Path(tempfile.gettempdir()) / "mcp-expose-unit.sqlite3",
+        "TEST": {"NAME": str(Path(tempfile.gettempdir()) / f"mcp-expose-unit-test-{os.getpid()}.sqlite3")},
+        "OPTIONS": {"timeout": 20},
+    }
+}
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "mcp-expose-tests"}}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGGING = {"version": 1, "disable_existing_loggers": False}

@@ -11,6 +11,11 @@ from mcp_expose.conf import get_settings
 from .models import Author, Book, Loan
 
 
+def no_favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for it on every page; answering keeps their consoles free of 404s."""
+    return HttpResponse(status=204)
+
+
 def home(request: HttpRequest) -> HttpResponse:
     return render(
         request,
