@@ -70,7 +70,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
         "input_schema",
         "output_schema",
     ]
-    readonly_fields = ["key", "stale", *declared_fields, "created_at", "updated_at"]
+    readonly_fields = ["key", "stale", "effective_annotations", *declared_fields, "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["key", "enabled", "stale"]}),
         (
@@ -80,6 +80,14 @@ class ExposedToolAdmin(admin.ModelAdmin):
         (
             _("Safety"),
             {"fields": ["requires_confirmation", "rate_limit", "timeout", "max_result_bytes", "log_argument_values"]},
+        ),
+        (
+            _("Hints to clients"),
+            {
+                "fields": ["effective_annotations", "read_only_hint", "destructive_hint", "idempotent_hint",
+                           "open_world_hint"],
+                "description": _("Annotations tell clients how careful to be. Blank keeps what the code declared."),
+            },
         ),
         (_("Declared in code"), {"fields": declared_fields}),
         (_("History"), {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
@@ -215,6 +223,11 @@ class ExposedToolAdmin(admin.ModelAdmin):
     def declared_annotations(self, obj: ExposedTool) -> str:
         capability = self._capability(obj)
         return _pretty_json(capability.annotations.as_dict()) if capability else "—"
+
+    @admin.display(description=_("effective annotations"))
+    def effective_annotations(self, obj: ExposedTool) -> str:
+        entry = next((entry for entry in provider.get_sync().tools if entry.key == obj.key), None)
+        return _pretty_json(entry.annotations.as_dict()) if entry is not None else "—"
 
     @admin.display(description=_("declared description"))
     def declared_description(self, obj: ExposedTool) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -41,6 +41,8 @@ class ExposureState:
     timeout: float | None = None
     max_result_bytes: int | None = None
     log_argument_values: bool = False
+    # Annotation hints the admin set (read_only, destructive, idempotent, open_world); None keeps the declared one.
+    annotations: Mapping[str, bool | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +126,7 @@ def compile_catalog(
             description=(row.description if row is not None else "") or capability.description,
             scopes=capability.scopes | (row.extra_scopes if row is not None else frozenset()),
             permissions=capability.permissions,
-            annotations=capability.annotations,
+            annotations=_annotations(capability.annotations, row.annotations if row is not None else {}),
             capability=capability,
             allowed_clients=row.allowed_clients if row is not None else frozenset(),
             requires_confirmation=capability.requires_confirmation or bool(row and row.requires_confirmation),
@@ -143,6 +145,11 @@ def compile_catalog(
     return Catalog(
         revision=revision, tools=tuple(tools), by_name=MappingProxyType(by_name), problems=tuple(problems)
     )
+
+
+def _annotations(declared: Annotations, overrides: Mapping[str, bool | None]) -> Annotations:
+    changes = {name: value for name, value in overrides.items() if value is not None}
+    return replace(declared, **changes) if changes else declared
 
 
 def _smallest(code: float | None, row: float | None, default: float) -> float:

@@ -105,6 +105,18 @@ class ExposedTool(models.Model):
         validators=[MinValueValidator(256)],
         help_text=_("Larger results are truncated. The smaller of this and the code's limit applies."),
     )
+    read_only_hint = models.BooleanField(
+        _("read-only hint"), null=True, blank=True, help_text=_("Override the declared hint; blank keeps it.")
+    )
+    destructive_hint = models.BooleanField(
+        _("destructive hint"), null=True, blank=True, help_text=_("Override the declared hint; blank keeps it.")
+    )
+    idempotent_hint = models.BooleanField(
+        _("idempotent hint"), null=True, blank=True, help_text=_("Override the declared hint; blank keeps it.")
+    )
+    open_world_hint = models.BooleanField(
+        _("open-world hint"), null=True, blank=True, help_text=_("Override the declared hint; blank keeps it.")
+    )
     log_argument_values = models.BooleanField(
         _("log argument values"),
         default=False,
@@ -152,6 +164,12 @@ class ExposedTool(models.Model):
             timeout=self.timeout,
             max_result_bytes=self.max_result_bytes,
             log_argument_values=self.log_argument_values,
+            annotations={
+                "read_only": self.read_only_hint,
+                "destructive": self.destructive_hint,
+                "idempotent": self.idempotent_hint,
+                "open_world": self.open_world_hint,
+            },
         )
 
     def clean(self) -> None:

@@ -116,3 +116,12 @@ def test_a_lost_revision_stamp_forces_a_recompile(three: CapabilityRegistry) -> 
     first = provider.get_sync()
     cache.clear()
     assert provider.get_sync() is not first
+
+
+def test_rows_override_annotation_hints(registry: CapabilityRegistry) -> None:
+    declare(registry, "app.x", read_only=True, open_world=False)
+    catalog = compile_catalog(registry, {"app.x": row("app.x", annotations={"read_only": False, "destructive": True,
+                                                                           "open_world": None})})
+    assert catalog.get("app.x").annotations.as_dict() == {
+        "readOnlyHint": False, "destructiveHint": True, "openWorldHint": False,
+    }
