@@ -14,16 +14,25 @@ __all__ = [
     "NotFound",
     "Principal",
     "ToolError",
+    "Audio",
+    "EmbeddedResource",
+    "Image",
     "ModelTools",
+    "ResourceLink",
+    "Text",
+    "prompt",
+    "resource",
     "__version__",
     "expose_view",
     "tool",
 ]
 
 if TYPE_CHECKING:
+    from .content import Audio, EmbeddedResource, Image, ResourceLink, Text
     from .context import InvocationContext
     from .declare import tool
     from .declare_models import ModelTools
+    from .declare_resources import prompt, resource
     from .declare_views import expose_view
     from .errors import AccessDenied, Conflict, InvalidInput, NotFound, ToolError
     from .principal import Principal
@@ -32,6 +41,13 @@ _LAZY = {
     "tool": ".declare",
     "expose_view": ".declare_views",
     "ModelTools": ".declare_models",
+    "resource": ".declare_resources",
+    "prompt": ".declare_resources",
+    "Text": ".content",
+    "Image": ".content",
+    "Audio": ".content",
+    "EmbeddedResource": ".content",
+    "ResourceLink": ".content",
     "InvocationContext": ".context",
     "Principal": ".principal",
     "ToolError": ".errors",

@@ -17,9 +17,10 @@ from typing import Any
 from .conf import get_settings
 from .names import name_problem
 from .ratelimit import stricter_rate
-from .registry import Annotations, Capability, CapabilityRegistry
+from .registry import TOOL_KINDS, Annotations, Capability, CapabilityRegistry
 from .registry import registry as default_registry
 from .revision import current_revision
+from .uri_templates import is_template, match
 
 logger = logging.getLogger("mcp_expose.catalog")
 
@@ -73,6 +74,14 @@ class ToolEntry:
     def output_schema(self) -> Mapping[str, Any] | None:
         return self.capability.output_schema
 
+    @property
+    def kind(self) -> str:
+        return self.capability.kind
+
+    @property
+    def uri(self) -> str:
+        return self.capability.uri
+
 
 @dataclass(frozen=True, slots=True)
 class Catalog:
@@ -81,9 +90,26 @@ class Catalog:
     by_name: Mapping[str, ToolEntry]
     # Entries left out because of a conflict the admin must resolve, as messages.
     problems: tuple[str, ...] = ()
+    resources: tuple[ToolEntry, ...] = ()
+    prompts: tuple[ToolEntry, ...] = ()
 
     def get(self, name: str) -> ToolEntry | None:
         return self.by_name.get(name)
+
+    def get_prompt(self, name: str) -> ToolEntry | None:
+        return next((entry for entry in self.prompts if entry.name == name), None)
+
+    def find_resource(self, uri: str) -> tuple[ToolEntry, dict[str, Any]] | None:
+        """The resource serving `uri` and the template variables it matched: fixed URIs first, then templates."""
+        for entry in self.resources:
+            if not is_template(entry.uri) and entry.uri == uri:
+                return entry, {}
+        for entry in self.resources:
+            if is_template(entry.uri):
+                variables = match(entry.uri, uri)
+                if variables is not None:
+                    return entry, variables
+        return None
 
 
 def compile_catalog(
@@ -98,6 +124,8 @@ def compile_catalog(
     one is left out and reported.
     """
     defaults = get_settings()
+    resources: list[ToolEntry] = []
+    prompts: list[ToolEntry] = []
     tools: list[ToolEntry] = []
     by_name: dict[str, ToolEntry] = {}
     taken: dict[str, str] = {}
@@ -140,10 +168,16 @@ def compile_catalog(
             ),
             log_argument_values=capability.log_argument_values or bool(row and row.log_argument_values),
         )
-        tools.append(entry)
-        by_name[name] = entry
+        if capability.kind in TOOL_KINDS:
+            tools.append(entry)
+            by_name[name] = entry
+        elif capability.kind == "resource":
+            resources.append(entry)
+        else:
+            prompts.append(entry)
     return Catalog(
-        revision=revision, tools=tuple(tools), by_name=MappingProxyType(by_name), problems=tuple(problems)
+        revision=revision, tools=tuple(tools), by_name=MappingProxyType(by_name), problems=tuple(problems),
+        resources=tuple(resources), prompts=tuple(prompts),
     )
 
 

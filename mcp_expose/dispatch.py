@@ -24,6 +24,7 @@ from . import confirmation, ratelimit, usage
 from .catalog import Catalog, ToolEntry
 from .chain import CallChain
 from .confirmation import ConfirmationPrompt, StaleConfirmation
+from .content import ContentBundle
 from .context import InvocationContext, ProgressReporter, no_progress
 from .errors import AccessDenied, InvalidInput, NotFound, ToolError, UnknownTool
 from .invoke import ToolTimeout, invoke
@@ -87,6 +88,33 @@ class CallRequest:
     client_address: str | None = None
 
 
+def invocation_context(entry: ToolEntry, principal: Principal, request: CallRequest) -> InvocationContext:
+    return InvocationContext(
+        tool_name=entry.name,
+        principal=principal,
+        protocol_version=request.protocol_version,
+        headers=request.headers,
+        report_progress_callback=request.report_progress,
+        chain=request.chain,
+        client_address=request.client_address,
+    )
+
+
+def failure_for(entry: ToolEntry, exc: Exception) -> ToolFailure:
+    """The client-safe failure for an exception raised by a capability (anticipated or not)."""
+    if isinstance(exc, ToolError):
+        return _anticipated(entry, exc)
+    if isinstance(exc, DjangoPermissionDenied):
+        return _anticipated(entry, AccessDenied(_safe_text(exc) or None))
+    if isinstance(exc, ObjectDoesNotExist):
+        return _anticipated(entry, NotFound(_not_found_message(exc)))
+    if isinstance(exc, DjangoValidationError):
+        return _anticipated(entry, InvalidInput(details=_validation_details(exc)))
+    if isinstance(exc, ProjectionError):
+        return _unexpected(entry, exc, "its result cannot be sent as JSON")
+    return _unexpected(entry, exc, "it raised")
+
+
 def resolve_tool(catalog: Catalog, principal: Principal, name: str) -> ToolEntry:
     """The entry the caller may call, or `UnknownTool`: missing, disabled and forbidden look alike."""
     entry = catalog.get(name)
@@ -147,7 +175,8 @@ def _describe_outcome(record: usage.CallRecord, outcome: ToolOutcome) -> None:
         record.outcome = "declined" if code == "confirmation_declined" else code if code in RECORDED_CODES else "tool_error"
     else:
         record.outcome = "ok"
-        record.result_bytes = json_size(outcome.value)
+        value = outcome.value
+        record.result_bytes = value.size if isinstance(value, ContentBundle) else json_size(value)
 
 
 async def _run(
@@ -168,35 +197,20 @@ async def _run(
             prompt = await _confirm(entry, principal, arguments, request)
             if prompt is not None:
                 return ToolOutcome(entry, prompt=prompt)
-        context = InvocationContext(
-            tool_name=entry.name,
-            principal=principal,
-            protocol_version=request.protocol_version,
-            headers=request.headers,
-            report_progress_callback=request.report_progress,
-            chain=request.chain,
-            client_address=request.client_address,
-        )
-        value = await invoke(entry, validated, context)
+        value = await invoke(entry, validated, invocation_context(entry, principal, request))
+        if isinstance(value, ContentBundle):
+            if value.size > entry.max_result_bytes:
+                raise ResultTooLarge(f"the content is {value.size} bytes; the limit is {entry.max_result_bytes}")
+            return ToolOutcome(entry, value=value)
         return ToolOutcome(entry, value=truncate(value, entry.max_result_bytes, has_output_schema=entry.output_schema is not None))
-    except ToolError as exc:
-        return ToolOutcome(entry, failure=_anticipated(entry, exc))
-    except DjangoPermissionDenied as exc:
-        return ToolOutcome(entry, failure=_anticipated(entry, AccessDenied(_safe_text(exc) or None)))
-    except ObjectDoesNotExist as exc:
-        return ToolOutcome(entry, failure=_anticipated(entry, NotFound(_not_found_message(exc))))
-    except DjangoValidationError as exc:
-        return ToolOutcome(entry, failure=_anticipated(entry, InvalidInput(details=_validation_details(exc))))
     except ToolTimeout as exc:
         return _refused(entry, "timeout", str(exc) + " Nothing it wrote was kept.", {"timeout_seconds": exc.seconds})
     except ResultTooLarge as exc:
         return ToolOutcome(entry, failure=_unexpected(entry, exc, "its result is over the size limit"))
-    except ProjectionError as exc:
-        return ToolOutcome(entry, failure=_unexpected(entry, exc, "its result cannot be sent as JSON"))
     except StaleConfirmation:
         raise
     except Exception as exc:  # noqa: BLE001  (the edge of the capability: everything else is a bug)
-        return ToolOutcome(entry, failure=_unexpected(entry, exc, "it raised"))
+        return ToolOutcome(entry, failure=failure_for(entry, exc))
 
 
 async def _confirm(
@@ -243,7 +257,7 @@ def _refused(entry: ToolEntry, code: str, message: str, details: Any) -> ToolOut
 
 
 def _anticipated(entry: ToolEntry, exc: ToolError) -> ToolFailure:
-    logger.info("Tool %s refused the call: %s (%s)", entry.name, exc.code, exc.message)
+    logger.info("%s %s refused the call: %s (%s)", entry.kind.capitalize(), entry.name, exc.code, exc.message)
     return ToolFailure(code=exc.code, message=exc.message, details=exc.details)
 
 

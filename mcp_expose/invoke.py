@@ -20,6 +20,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 
 from .catalog import ToolEntry
+from .content import as_bundle
 from .context import InvocationContext
 from .db import close_stale_connections
 from .results import to_json_value
@@ -36,6 +37,11 @@ class ToolTimeout(Exception):
 
 
 def _project(entry: ToolEntry, value: Any) -> Any:
+    if entry.capability.kind == "resource" and isinstance(value, str | bytes | bytearray):
+        return value  # resource contents travel as text or blob, as they are
+    bundle = as_bundle(value)
+    if bundle is not None:
+        return bundle
     signature = entry.capability.signature
     if signature.output_adapter is not None:
         value = signature.validate_result(value)

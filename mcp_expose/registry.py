@@ -15,7 +15,8 @@ from .names import name_problem, scope_problem
 from .ratelimit import parse_rate
 from .schema import LazySignature, SchemaSignature, ToolSignature
 
-CapabilityKind = Literal["function", "view", "model"]
+CapabilityKind = Literal["function", "view", "model", "resource", "prompt"]
+TOOL_KINDS = frozenset({"function", "view", "model"})
 Signature = ToolSignature | SchemaSignature
 
 
@@ -62,6 +63,11 @@ class Capability:
     log_argument_values: bool = False
     # "keywords": target(**arguments, **injected); "mapping": target(arguments, context) (views, models).
     call_style: Literal["keywords", "mapping"] = "keywords"
+    # Resources: the URI or URI template ("app://orders/{id}") and the contents' media type.
+    uri: str = ""
+    mime_type: str | None = None
+    # Prompt arguments and template variables that offer completion: name -> values, or a callable(prefix).
+    completions: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def signature(self) -> Signature:

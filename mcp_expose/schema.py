@@ -48,12 +48,19 @@ class ToolSignature:
     arguments_model: type[BaseModel]
     output_adapter: TypeAdapter[Any] | None
 
-    def validate_arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    def validate_arguments(self, arguments: Mapping[str, Any] | None, *, strict: bool = True) -> dict[str, Any]:
         """Check `arguments` against the input schema; return them as Python values.
 
         Raises `InvalidInput` whose details list each problem with a JSON path.
-        Input values are never echoed back.
+        Input values are never echoed back. `strict=False` converts strings (URI
+        template variables, prompt arguments) to the declared types.
         """
+        if not strict:
+            try:
+                parsed = self.arguments_model.model_validate(dict(arguments or {}))
+            except ValidationError as exc:
+                raise InvalidInput("The values do not match what is declared.", details=validation_problems(exc)) from None
+            return {name: getattr(parsed, name) for name in type(parsed).model_fields}
         try:
             payload = json.dumps(dict(arguments or {}), allow_nan=False)
         except (TypeError, ValueError):
@@ -93,7 +100,7 @@ class SchemaSignature:
         self.input_schema = freeze(input_schema)
         self._validator = Draft202012Validator(input_schema)
 
-    def validate_arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    def validate_arguments(self, arguments: Mapping[str, Any] | None, *, strict: bool = True) -> dict[str, Any]:
         values = dict(arguments or {})
         problems = [
             problem

@@ -8,6 +8,7 @@ outcomes and MCP wire types.
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -25,13 +26,16 @@ from .catalog import provider as default_provider
 from .chain import InvalidChain, read_chain
 from .conf import get_settings
 from .confirmation import CONFIRM_FIELD, StaleConfirmation
+from .content import Audio, ContentBundle, EmbeddedResource, Image, Text
 from .dispatch import CallRequest, ToolOutcome, call_tool
-from .errors import UnknownTool
+from .errors import InvalidInput, UnknownTool
 from .oauth.resource import request_origin
-from .policy import visible_tools
+from .policy import decide, visible_tools
 from .principal import Principal
+from .reading import ReadFailed, UnknownPrompt, UnknownResource, complete, get_prompt, read_resource
 from .results import compact_json, structured
 from .schema import thaw
+from .uri_templates import is_template
 from .usage_report import count_list_call
 
 logger = logging.getLogger("mcp_expose.server")
@@ -50,6 +54,33 @@ async def resolve_from_scope(ctx: ServerRequestContext[Any]) -> tuple[Principal,
     except KeyError:
         # Only reachable if the SDK app is mounted without our edge in front of it.
         raise MCPError(code=types.INTERNAL_ERROR, message="Request reached the MCP server unauthenticated") from None
+
+
+def _refuse_cursor(params: types.PaginatedRequestParams | None) -> None:
+    if params is not None and params.cursor is not None:
+        # Every list fits in one page, so no cursor was ever issued.
+        raise MCPError(code=types.INVALID_PARAMS, message="Invalid cursor")
+
+
+def _read_error(failure: Any, data: dict[str, Any]) -> MCPError:
+    """A failed read or prompt: not found is -32602 (as the spec asks), anything else -32603 with a safe message."""
+    if failure.code == "not_found":
+        return MCPError(code=types.INVALID_PARAMS, message="Resource not found", data=data)
+    detail = {**data, "code": failure.code}
+    if failure.incident:
+        detail["incident"] = failure.incident
+    return MCPError(code=types.INTERNAL_ERROR, message=failure.message, data=detail)
+
+
+def prompt_definition(entry: ToolEntry) -> types.Prompt:
+    schema = entry.input_schema
+    required = set(schema.get("required", ()))
+    arguments = [
+        types.PromptArgument(name=name, description=spec.get("description"), required=name in required)
+        for name, spec in schema.get("properties", {}).items()
+    ]
+    return types.Prompt(name=entry.name, title=entry.title, description=entry.description or None,
+                        arguments=arguments or None)
 
 
 def tool_definition(entry: ToolEntry) -> types.Tool:
@@ -80,8 +111,37 @@ def render_outcome(outcome: ToolOutcome) -> types.CallToolResult | types.InputRe
         return types.CallToolResult(
             content=[types.TextContent(text=compact_json(payload))], structured_content=payload, is_error=True
         )
+    if isinstance(outcome.value, ContentBundle):
+        return types.CallToolResult(content=[content_block(item) for item in outcome.value.items])
     content = structured(outcome.value)
     return types.CallToolResult(content=[types.TextContent(text=compact_json(content))], structured_content=content)
+
+
+def content_block(item: Any) -> Any:
+    """One of our content items as the SDK's content block."""
+    if isinstance(item, Text):
+        return types.TextContent(text=item.text)
+    if isinstance(item, Image):
+        return types.ImageContent(data=_b64(item.data), mime_type=item.mime_type)
+    if isinstance(item, Audio):
+        return types.AudioContent(data=_b64(item.data), mime_type=item.mime_type)
+    if isinstance(item, EmbeddedResource):
+        return types.EmbeddedResource(resource=resource_contents(item.uri, item.text if item.text is not None else item.blob,
+                                                                 item.mime_type))
+    return types.ResourceLink(uri=item.uri, name=item.name, description=item.description, mime_type=item.mime_type)
+
+
+def resource_contents(uri: str, value: Any, mime_type: str | None) -> Any:
+    """Text stays text, bytes travel as base64, anything else as JSON."""
+    if isinstance(value, bytes | bytearray):
+        return types.BlobResourceContents(uri=uri, blob=_b64(bytes(value)), mime_type=mime_type or "application/octet-stream")
+    if isinstance(value, str):
+        return types.TextResourceContents(uri=uri, text=value, mime_type=mime_type or "text/plain")
+    return types.TextResourceContents(uri=uri, text=compact_json(value), mime_type=mime_type or "application/json")
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
 def build_server(
@@ -92,9 +152,7 @@ def build_server(
     conf = get_settings()
 
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
-        if params is not None and params.cursor is not None:
-            # Every list fits in one page, so no cursor was ever issued.
-            raise MCPError(code=types.INVALID_PARAMS, message="Invalid cursor")
+        _refuse_cursor(params)
         principal, catalog = await resolve(ctx)
         await _count_listing()
         tools = [tool_definition(entry) for entry in visible_tools(catalog, principal)]
@@ -126,6 +184,78 @@ def build_server(
             ) from None
         return render_outcome(outcome)
 
+    async def list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
+        _refuse_cursor(params)
+        principal, catalog = await resolve(ctx)
+        resources = [
+            types.Resource(uri=entry.uri, name=entry.name, title=entry.title, description=entry.description or None,
+                           mime_type=entry.capability.mime_type)
+            for entry in catalog.resources if not is_template(entry.uri) and decide(principal, entry).allowed
+        ]
+        return types.ListResourcesResult(resources=resources, ttl_ms=0, cache_scope="private")
+
+    async def list_resource_templates(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
+        _refuse_cursor(params)
+        principal, catalog = await resolve(ctx)
+        templates = [
+            types.ResourceTemplate(uri_template=entry.uri, name=entry.name, title=entry.title,
+                                   description=entry.description or None, mime_type=entry.capability.mime_type)
+            for entry in catalog.resources if is_template(entry.uri) and decide(principal, entry).allowed
+        ]
+        return types.ListResourceTemplatesResult(resource_templates=templates, ttl_ms=0, cache_scope="private")
+
+    async def read(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams) -> Any:
+        principal, catalog = await resolve(ctx)
+        uri = str(params.uri)
+        try:
+            entry, value = await read_resource(catalog, principal, uri, _call_request(ctx))
+        except UnknownResource:
+            raise MCPError(code=types.INVALID_PARAMS, message="Resource not found", data={"uri": uri}) from None
+        except InvalidInput as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=exc.message, data={"uri": uri, "details": exc.details}) from None
+        except ReadFailed as exc:
+            raise _read_error(exc.failure, {"uri": uri}) from None
+        return types.ReadResourceResult(
+            contents=[resource_contents(uri, value, entry.capability.mime_type)], ttl_ms=0, cache_scope="private"
+        )
+
+    async def list_prompts(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
+        _refuse_cursor(params)
+        principal, catalog = await resolve(ctx)
+        prompts = [prompt_definition(entry) for entry in catalog.prompts if decide(principal, entry).allowed]
+        return types.ListPromptsResult(prompts=prompts, ttl_ms=0, cache_scope="private")
+
+    async def get(ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams) -> Any:
+        principal, catalog = await resolve(ctx)
+        try:
+            entry, found = await get_prompt(catalog, principal, params.name, params.arguments, _call_request(ctx))
+        except UnknownPrompt as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        except InvalidInput as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message="Invalid prompt arguments", data=exc.details) from None
+        except ReadFailed as exc:
+            raise _read_error(exc.failure, {"prompt": params.name}) from None
+        return types.GetPromptResult(
+            description=entry.description or None,
+            messages=[types.PromptMessage(role=m.role, content=types.TextContent(text=m.text)) for m in found],
+        )
+
+    async def completion(ctx: ServerRequestContext[Any], params: types.CompleteRequestParams) -> Any:
+        principal, catalog = await resolve(ctx)
+        ref = params.ref
+        values, total = await complete(
+            catalog, principal,
+            prompt=getattr(ref, "name", None) if ref.type == "ref/prompt" else None,
+            uri=getattr(ref, "uri", None) if ref.type == "ref/resource" else None,
+            argument=params.argument.name, prefix=params.argument.value,
+        )
+        return types.CompleteResult(completion=types.Completion(values=values, total=total, has_more=total > len(values)))
+
+    def _call_request(ctx: ServerRequestContext[Any]) -> CallRequest:
+        headers = _headers(ctx)
+        return CallRequest(protocol_version=ctx.protocol_version, headers=headers, chain=read_chain(headers),
+                           base_url=_base_url(ctx), client_address=_client_address(ctx))
+
     def input_schema_for(name: str) -> Mapping[str, Any] | None:
         # Used by the SDK only to check `Mcp-Param-*` headers; the last compiled catalog is enough.
         entry = provider.peek().get(name) if provider.peek() is not None else None
@@ -138,6 +268,12 @@ def build_server(
         instructions=conf.INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_resource_templates,
+        on_read_resource=read,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get,
+        on_completion=completion,
         get_tool_input_schema=input_schema_for,
     )
     server.middleware.append(refuse_bad_chains)

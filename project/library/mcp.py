@@ -204,3 +204,57 @@ mcp_expose.ModelTools(
     max_page_size=20,
     scopes=["library:read"],
 )
+
+
+# Resources, prompts and rich results ---------------------------------------------------------------------------
+
+# A 1×1 PNG: the demo's stand-in for a cover image.
+COVER_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c63f83f93e13f0006cb0298"
+    "7577e9990000000049454e44ae426082"
+)
+
+
+@mcp_expose.resource("library://books/{id}", mime_type="application/json", scopes=["library:read"])
+def book_record(id: int) -> dict[str, object]:
+    """One book's record, as JSON."""
+    book = Book.objects.select_related("author").get(pk=id)
+    return {"id": book.pk, "title": book.title, "author": book.author.name, "isbn": book.isbn, "genre": book.genre}
+
+
+@mcp_expose.resource("library://covers/{id}", mime_type="image/png", scopes=["library:read"])
+def book_cover_image(id: int) -> bytes:
+    """A book's cover, as PNG."""
+    Book.objects.filter(pk=id).get()
+    return COVER_PNG
+
+
+mcp_expose.resource(
+    "library://catalogue", view=views.BookListView, name="library.catalogue", mime_type="text/plain",
+    scopes=["library:read"], description="The catalogue page, as text.",
+)
+
+
+@mcp_expose.tool(read_only=True, open_world=False, scopes=["library:read"])
+def book_card(book_id: int) -> list[object]:
+    """A book's card: a line of text, its cover image and a link to its full record."""
+    book = Book.objects.select_related("author").get(pk=book_id)
+    return [
+        f"{book.title} by {book.author.name}",
+        mcp_expose.Image(COVER_PNG, "image/png"),
+        mcp_expose.ResourceLink(uri=f"library://books/{book.pk}", name=book.title, mime_type="application/json"),
+    ]
+
+
+def _genres(prefix: str) -> list[str]:
+    return [value for value, _ in Book.Genre.choices if value.startswith(prefix.lower())]
+
+
+@mcp_expose.prompt(scopes=["library:read"], completions={"genre": _genres, "mood": ["cosy", "curious", "adventurous"]})
+def recommend(genre: str, mood: str = "curious") -> list[object]:
+    """Ask for a recommendation from the catalogue, in a genre and a mood."""
+    titles = ", ".join(Book.objects.filter(genre=genre).order_by("title").values_list("title", flat=True)) or "none"
+    return [
+        ("user", f"I feel {mood}. Recommend one {genre} book from this library and say why."),
+        ("assistant", f"The library's {genre} books are: {titles}. Let me pick one."),
+    ]

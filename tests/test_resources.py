@@ -1,0 +1,128 @@
+"""Resources, prompts, completion and rich tool results: declared like tools, governed by the same rows and policy."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import AnonymousUser
+from mcp import MCPError
+
+import mcp_expose
+from mcp_expose.catalog import compile_catalog, provider
+from mcp_expose.errors import DeclarationError, InvalidInput
+from mcp_expose.models import ExposedTool
+from mcp_expose.principal import Principal
+from mcp_expose.reading import ReadFailed, UnknownPrompt, UnknownResource, complete, get_prompt, read_resource
+from mcp_expose.registry import CapabilityRegistry
+from project.library.mcp import COVER_PNG
+from project.library.models import Book
+from project.library.seed import seed_library
+
+from .live import LiveServer
+from .mcp_client import MODES, connect
+
+READER = Principal(user=AnonymousUser(), scopes=frozenset({"mcp", "library:read"}), method="local")
+NOBODY = Principal(user=AnonymousUser(), scopes=frozenset({"mcp"}), method="local")
+
+
+def run(function: Any, *args: Any, **kwargs: Any) -> Any:
+    return async_to_sync(function)(*args, **kwargs)
+
+
+def test_declarations_are_checked(registry: CapabilityRegistry) -> None:
+    def other_name(other: int) -> str:
+        return ""
+
+    def one_more(id: int, extra: str) -> str:
+        return ""
+
+    with pytest.raises(DeclarationError, match=r"\['other'\] must be exactly the URI template's variables \['id'\]"):
+        mcp_expose.resource("app://things/{id}", registry=registry, key="t.r")(other_name)
+    with pytest.raises(DeclarationError, match=r"\['extra', 'id'\]"):
+        mcp_expose.resource("app://things/{id}", registry=registry, key="t.r")(one_more)
+    with pytest.raises(DeclarationError, match="not a valid URI template"):
+        mcp_expose.resource("app://things/{id", registry=registry, key="t.r")
+
+    def numeric(count: int) -> str:
+        return ""
+
+    with pytest.raises(DeclarationError, match="must be a str"):
+        mcp_expose.prompt(registry=registry, key="t.p")(numeric)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reading_fixed_templated_and_binary_resources() -> None:
+    seed_library()
+    cosmos = Book.objects.get(title="Cosmos").pk
+    catalog = provider.get_sync()
+    entry, record = run(read_resource, catalog, READER, f"library://books/{cosmos}")
+    assert entry.name == "library.book_record" and record["title"] == "Cosmos"
+    _, cover = run(read_resource, catalog, READER, f"library://covers/{cosmos}")
+    assert cover == COVER_PNG
+    _, page = run(read_resource, catalog, READER, "library://catalogue")
+    assert page.startswith("Books\n") and "Cosmos by Carl Sagan" in page
+    with pytest.raises(ReadFailed) as missing:
+        run(read_resource, catalog, READER, "library://books/999999")
+    assert missing.value.failure.code == "not_found"
+    with pytest.raises(InvalidInput):
+        run(read_resource, catalog, READER, "library://books/not-a-number")
+    with pytest.raises(UnknownResource):
+        run(read_resource, catalog, READER, "library://nothing")
+    with pytest.raises(UnknownResource):  # hidden from a caller without the scope, exactly like unknown
+        run(read_resource, catalog, NOBODY, f"library://books/{cosmos}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_disabled_resource_is_gone() -> None:
+    ExposedTool.objects.filter(key="library.book_record").update(enabled=False)
+    catalog = compile_catalog(provider.registry, provider._load_rows())
+    with pytest.raises(UnknownResource):
+        run(read_resource, catalog, READER, "library://books/1")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_prompts_and_completion() -> None:
+    seed_library()
+    catalog = provider.get_sync()
+    entry, messages = run(get_prompt, catalog, READER, "library.recommend", {"genre": "science", "mood": "cosy"})
+    assert [m.role for m in messages] == ["user", "assistant"]
+    assert "I feel cosy" in messages[0].text and "Cosmos, Pale Blue Dot, Silent Spring" in messages[1].text
+    with pytest.raises(InvalidInput):
+        run(get_prompt, catalog, READER, "library.recommend", {})
+    with pytest.raises(UnknownPrompt):
+        run(get_prompt, catalog, NOBODY, "library.recommend", {"genre": "science"})
+    assert run(complete, catalog, READER, prompt="library.recommend", uri=None, argument="genre", prefix="s") == (["science"], 1)
+    assert run(complete, catalog, READER, prompt="library.recommend", uri=None, argument="mood", prefix="C") == (["cosy", "curious"], 2)
+    assert run(complete, catalog, READER, prompt="library.recommend", uri=None, argument="unknown", prefix="") == ([], 0)
+    assert run(complete, catalog, NOBODY, prompt="library.recommend", uri=None, argument="mood", prefix="") == ([], 0)
+
+
+@pytest.mark.anyio
+@pytest.mark.live
+@pytest.mark.parametrize("mode", list(MODES))
+async def test_resources_prompts_and_rich_results_over_the_wire(demo_server: LiveServer, admin_key: str, mode: str) -> None:
+    async with connect(demo_server.mcp_url, admin_key, mode) as client:
+        resources = (await client.list_resources()).resources
+        templates = (await client.list_resource_templates()).resource_templates
+        record = (await client.read_resource("library://books/3")).contents[0]
+        cover = (await client.read_resource("library://covers/3")).contents[0]
+        with pytest.raises(MCPError) as missing:
+            await client.read_resource("library://unknown/thing")
+        prompts = (await client.list_prompts()).prompts
+        prompt = await client.get_prompt("library.recommend", {"genre": "history"})
+        completion = await client.complete(ref={"type": "ref/prompt", "name": "library.recommend"},
+                                           argument={"name": "genre", "value": "h"})
+        card = await client.call_tool("library.book_card", {"book_id": 3})
+    assert [r.uri for r in resources] == ["library://catalogue"]
+    assert [t.uri_template for t in templates] == ["library://books/{id}", "library://covers/{id}"]
+    assert record.mime_type == "application/json" and '"title":"Cosmos"' in record.text
+    assert cover.mime_type == "image/png" and base64.b64decode(cover.blob) == COVER_PNG
+    assert missing.value.code == -32602 and missing.value.data == {"uri": "library://unknown/thing"}
+    assert prompts[0].name == "library.recommend" and [a.required for a in prompts[0].arguments] == [True, False]
+    assert "SPQR" in prompt.messages[1].content.text
+    assert completion.completion.values == ["history"]
+    assert [block.type for block in card.content] == ["text", "image", "resource_link"]
+    assert card.content[0].text == "Cosmos by Carl Sagan" and card.content[2].uri == "library://books/3"
