@@ -147,6 +147,13 @@ def truncate(value: Any, limit: int, *, has_output_schema: bool) -> Any:
     if has_output_schema:
         raise ResultTooLarge(f"the result is {size} bytes; the limit is {limit}")
     note = {"original_bytes": size, "limit_bytes": limit}
+    if isinstance(value, dict) and isinstance(value.get("results"), list):
+        # A page of a paging capability: keep its cursors, cut its items, so the next call can go on.
+        rest = {key: item for key, item in value.items() if key != "results"}
+        cut = truncate(value["results"], max(0, limit - json_size(rest) - 20), has_output_schema=False)
+        if isinstance(cut, dict):
+            return {**rest, "results": cut["result"], "truncated": cut["truncated"]}
+        return value
     if isinstance(value, list):
         kept: list[Any] = []
         budget = limit - json_size({"result": [], "truncated": {**note, "omitted_items": len(value), "note": _NOTE}})

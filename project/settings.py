@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "django_filters",
     # Before oauth2_provider, so that its consent page template is ours.
     "mcp_expose",
     "oauth2_provider",

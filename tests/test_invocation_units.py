@@ -258,3 +258,39 @@ def test_prune_deletes_old_rows_in_batches_and_marks_lapsed_confirmations(db: No
     assert "Deleted 1 tool calls" in out.getvalue() and "1 unanswered confirmations marked expired" in out.getvalue()
     assert not ToolCall.objects.filter(tool_name="old").exists() and ToolCall.objects.count() == 21
     assert Confirmation.objects.get().status == "expired"
+
+
+def test_a_page_keeps_its_cursor_when_cut() -> None:
+    page = {"count": 50, "next_cursor": "abc", "results": [{"title": "x" * 100} for _ in range(50)]}
+    cut = truncate(page, 1500, has_output_schema=False)
+    assert cut["next_cursor"] == "abc" and cut["count"] == 50
+    assert 0 < len(cut["results"]) < 50 and cut["truncated"]["omitted_items"] == 50 - len(cut["results"])
+    assert json_size(cut) <= 1500
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_usage_log_that_cannot_be_written_never_fails_the_call(caplog: pytest.LogCaptureFixture) -> None:
+    """The table really disappears for a moment: every write fails, is retried, then logged whole."""
+    import logging
+
+    from asgiref.sync import async_to_sync
+    from django.contrib.auth.models import AnonymousUser
+    from django.db import connection
+
+    from mcp_expose.catalog import provider
+    from mcp_expose.dispatch import call_tool
+    from mcp_expose.principal import Principal
+
+    principal = Principal(user=AnonymousUser(), scopes=frozenset({"mcp"}), method="local")
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE mcp_expose_toolcall RENAME TO mcp_expose_toolcall_away")
+    try:
+        with caplog.at_level(logging.ERROR, logger="mcp_expose.usage"):
+            outcome = async_to_sync(call_tool)(provider.get_sync(), principal, "library.echo", {"message": "still here"})
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE mcp_expose_toolcall_away RENAME TO mcp_expose_toolcall")
+    assert outcome.ok and outcome.value == {"message": "still here", "caller": "anonymous"}
+    record = caplog.records[-1]
+    assert "Could not write the usage row for library.echo (outcome ok" in record.getMessage()
+    assert "after 3 attempts" in record.getMessage() and record.exc_info is not None

@@ -196,7 +196,7 @@ def test_no_schema_has_references() -> None:
 def test_view_schemas_come_from_what_the_view_declares() -> None:
     catalog = provider.get_sync()
     listing = thaw(catalog.get("library.books.list").input_schema)["properties"]
-    assert set(listing) == {"search", "ordering", "page", "page_size", "cursor"}
+    assert set(listing) == {"genre", "author", "search", "ordering", "page", "page_size", "cursor"}
     assert "-published" in listing["ordering"]["enum"]
     create = thaw(catalog.get("library.books.create").input_schema)
     assert create["properties"]["title"] == {"type": "string", "maxLength": 300, "description": "The book's title as printed."}
@@ -310,3 +310,13 @@ def test_model_deletes_need_confirmation(librarian: User) -> None:
     sagan = author_id("Carl Sagan")
     assert failure(mcp(librarian, "library.authors.delete", {"id": sagan})) == "confirmation_required"
     assert Author.objects.filter(pk=sagan).exists()
+
+
+def test_django_filter_parameters_filter_as_over_http(alice: User) -> None:
+    over_http = http(alice).get("/api/books/", {"genre": "science", "ordering": "title"}).json()
+    over_mcp = mcp(alice, "library.books.list", {"genre": "science", "ordering": "title"}).value
+    assert [book["title"] for book in over_mcp["results"]] == [book["title"] for book in over_http["results"]] == [
+        "Cosmos", "Pale Blue Dot", "Silent Spring"
+    ]
+    bad = mcp(alice, "library.books.list", {"genre": "poetry"})
+    assert failure(bad) == "invalid_input" and bad.failure.details[0]["path"] == "$.genre"

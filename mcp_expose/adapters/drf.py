@@ -132,7 +132,33 @@ def operation_schema(operation: Operation, origin: str) -> dict[str, Any]:
     return schema
 
 
+def _filterset_parameters(backend: Any, view: Any) -> dict[str, Any] | None:
+    """django-filter's FilterSet fields (django-filter no longer describes them for DRF schemas itself)."""
+    if not hasattr(backend, "get_filterset_class"):
+        return None
+    from .field_schema import django_field_schema
+
+    queryset = getattr(view, "queryset", None)
+    if queryset is None:
+        try:
+            queryset = view.get_queryset()
+        except Exception:  # noqa: BLE001  (a queryset that needs a request)
+            return {}
+    filterset_class = backend.get_filterset_class(view, queryset)
+    if filterset_class is None:
+        return {}
+    parameters = {}
+    for name, declared in filterset_class.base_filters.items():
+        schema = django_field_schema(declared.field)
+        if schema is not None:
+            parameters[name] = schema
+    return parameters
+
+
 def _parameters(component: Any, view: Any) -> dict[str, Any]:
+    from_filterset = _filterset_parameters(component, view)
+    if from_filterset is not None:
+        return from_filterset
     try:
         parameters = component.get_schema_operation_parameters(view)
     except Exception:  # noqa: BLE001  (django-filter may need a queryset that depends on the request)

@@ -6,6 +6,7 @@ from datetime import date, timedelta
 
 from django.db import transaction
 from django.utils import timezone
+from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import filters, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.pagination import PageNumberPagination
@@ -48,7 +49,8 @@ class BookViewSet(viewsets.ModelViewSet):
     queryset = Book.objects.select_related("author").order_by("title")
     serializer_class = BookSerializer
     permission_classes = [permissions.IsAuthenticated, IsStaffOrReadOnly]
-    filter_backends = [filters.SearchFilter, filters.OrderingFilter]
+    filter_backends = [DjangoFilterBackend, filters.SearchFilter, filters.OrderingFilter]
+    filterset_fields = ["genre", "author"]
     search_fields = ["title", "author__name"]
     ordering_fields = ["title", "published", "price"]
     pagination_class = BookPages
