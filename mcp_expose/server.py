@@ -145,9 +145,12 @@ def _b64(data: bytes) -> str:
 
 
 def build_server(
-    *, resolve: Resolver = resolve_from_scope, provider: CatalogProvider | None = None
+    *, resolve: Resolver = resolve_from_scope, provider: CatalogProvider | None = None, base_url: str = ""
 ) -> Server[Any]:
-    """A low-level SDK server serving the catalog through the dispatcher."""
+    """A low-level SDK server serving the catalog through the dispatcher.
+
+    `base_url` is used for links (approval pages) when there is no HTTP request to take it from (stdio).
+    """
     provider = provider if provider is not None else default_provider
     conf = get_settings()
 
@@ -169,7 +172,7 @@ def build_server(
             can_elicit=_can_elicit(ctx),
             input_responses=params.input_responses,
             request_state=params.request_state,
-            base_url=_base_url(ctx),
+            base_url=_base_url(ctx) or base_url,
             client_address=_client_address(ctx),
         )
         try:

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from asgiref.sync import sync_to_async
+from django.core.management.base import BaseCommand
+
+from ...catalog import provider
+from ...server import build_server
+from ..cli import local_principal
+
+
+class Command(BaseCommand):
+    help = (
+        "Serve the MCP catalog over stdio, as one user, for local clients (Claude Desktop, editors). "
+        "The same catalog, policy, confirmation and usage log as over HTTP."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--user", required=True, help="Serve as this user (their Django permissions apply).")
+        parser.add_argument("--scopes", help="Space-separated scopes to hold (default: every scope tools use).")
+        parser.add_argument(
+            "--base-url", default="", help="This site's address, for approval-page links (e.g. http://localhost:8000)."
+        )
+
+    def handle(self, *args: Any, user: str, scopes: str | None, base_url: str, **options: Any) -> None:
+        # Fail before the client connects: a missing user is an error on stderr, not a broken session.
+        principal = local_principal(user, scopes, provider.get_sync())
+        anyio.run(self._serve, principal, base_url)
+
+    async def _serve(self, principal: Any, base_url: str) -> None:
+        from mcp.server.stdio import stdio_server
+
+        async def resolve(ctx: Any) -> Any:
+            # Every request sees admin changes: the catalog rechecks its revision stamp each time.
+            return principal, await sync_to_async(provider.get_sync, thread_sensitive=True)()
+
+        server = build_server(resolve=resolve, base_url=base_url)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
