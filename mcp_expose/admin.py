@@ -20,7 +20,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from .catalog import provider
-from .models import ApiKey, Confirmation, ExposedTool, ToolCall
+from .models import ApiKey, Confirmation, ExposedTool, PromptTemplate, ToolCall
 from .registry import Capability, registry
 from .schema import thaw
 
@@ -383,3 +383,12 @@ class ConfirmationAdmin(ReadOnlyAdmin):
     list_filter = ["status", "channel", "tool_name", "created_at"]
     search_fields = ["tool_name", "user__username", "caller"]
     date_hierarchy = "created_at"
+
+
+@admin.register(PromptTemplate)
+class PromptTemplateAdmin(admin.ModelAdmin):
+    list_display = ["name", "enabled", "title", "scopes", "updated_at"]
+    list_editable = ["enabled"]
+    list_filter = ["enabled"]
+    search_fields = ["name", "title", "description", "template"]
+    fields = ["name", "enabled", "title", "description", "arguments", "template", "scopes"]

@@ -15,7 +15,7 @@ class McpExposeConfig(AppConfig):
         from . import checks  # noqa: F401  (registers the system checks)
         from .conf import get_settings
         from .discovery import autodiscover
-        from .models import ExposedTool
+        from .models import ExposedTool, PromptTemplate
         from .oauth import checks as oauth_checks  # noqa: F401
         from .registry import registry
         from .signals import row_saved, sync_after_migrate
@@ -30,6 +30,8 @@ class McpExposeConfig(AppConfig):
         post_migrate.connect(sync_after_migrate, sender=self, dispatch_uid="mcp_expose.sync_after_migrate")
         post_save.connect(row_saved, sender=ExposedTool, dispatch_uid="mcp_expose.row_saved")
         post_delete.connect(row_saved, sender=ExposedTool, dispatch_uid="mcp_expose.row_deleted")
+        post_save.connect(row_saved, sender=PromptTemplate, dispatch_uid="mcp_expose.prompt_saved")
+        post_delete.connect(row_saved, sender=PromptTemplate, dispatch_uid="mcp_expose.prompt_deleted")
         m2m_changed.connect(
             row_saved, sender=ExposedTool.allowed_clients.through, dispatch_uid="mcp_expose.clients_changed"
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 from .conf import get_settings
 from .names import name_problem
+from .prompt_templates import capability_for
 from .ratelimit import stricter_rate
 from .registry import TOOL_KINDS, Annotations, Capability, CapabilityRegistry
 from .registry import registry as default_registry
@@ -113,7 +114,10 @@ class Catalog:
 
 
 def compile_catalog(
-    capabilities: Iterable[Capability], rows: Mapping[str, ExposureState], revision: str | None = None
+    capabilities: Iterable[Capability],
+    rows: Mapping[str, ExposureState],
+    revision: str | None = None,
+    prompt_templates: Iterable[Any] = (),
 ) -> Catalog:
     """Join declarations and rows into the served catalog, in declaration order.
 
@@ -131,7 +135,8 @@ def compile_catalog(
     taken: dict[str, str] = {}
     problems: list[str] = []
     seen_keys: set[str] = set()
-    for capability in capabilities:
+    # Prompts written in the admin come after those declared in code; a name clash keeps the code's.
+    for capability in [*capabilities, *(capability_for(state) for state in prompt_templates)]:
         if capability.key in seen_keys:
             continue
         seen_keys.add(capability.key)
@@ -212,7 +217,7 @@ class CatalogProvider:
         with self._lock:
             if self._catalog is not None and self._catalog.revision == revision:
                 return self._catalog
-            catalog = compile_catalog(self.registry, self._load_rows(), revision)
+            catalog = compile_catalog(self.registry, self._load_rows(), revision, self._load_prompts())
             for problem in catalog.problems:
                 logger.warning("Catalog: %s", problem)
             self._catalog = catalog
@@ -224,6 +229,13 @@ class CatalogProvider:
 
     def invalidate(self) -> None:
         self._catalog = None
+
+    @staticmethod
+    def _load_prompts() -> list[Any]:
+        from .models import PromptTemplate
+        from .prompt_templates import PromptState
+
+        return [PromptState.from_row(row) for row in PromptTemplate.objects.filter(enabled=True)]
 
     @staticmethod
     def _load_rows() -> dict[str, ExposureState]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import uuid
 from datetime import timedelta
@@ -388,3 +389,75 @@ class ToolCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} by {self.username or self.auth_method}: {self.outcome}"
+
+
+ARGUMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def validate_prompt_arguments(value: object) -> None:
+    """[{"name": "customer", "description": "...", "required": true, "values": ["a", "b"]}, ...]"""
+    if not isinstance(value, list):
+        raise ValidationError(_("Write the arguments as a JSON list of objects."), code="invalid")
+    seen: set[str] = set()
+    for index, argument in enumerate(value):
+        if not isinstance(argument, dict) or not isinstance(argument.get("name"), str):
+            raise ValidationError(_("Argument %(n)d needs a \"name\".") % {"n": index + 1}, code="invalid")
+        name = argument["name"]
+        if not ARGUMENT_NAME.fullmatch(name):
+            raise ValidationError(_("%(name)r is not a valid argument name (letters, digits, _).") % {"name": name})
+        if name in seen:
+            raise ValidationError(_("The argument %(name)r is declared twice.") % {"name": name})
+        seen.add(name)
+        unknown = set(argument) - {"name", "description", "required", "values"}
+        if unknown:
+            raise ValidationError(_("Unknown keys %(keys)s in argument %(name)r.") % {"keys": sorted(unknown), "name": name})
+        if "values" in argument and not (
+            isinstance(argument["values"], list) and all(isinstance(item, str) for item in argument["values"])
+        ):
+            raise ValidationError(_("\"values\" of %(name)r must be a list of strings.") % {"name": name})
+
+
+class PromptTemplate(models.Model):
+    """A prompt written by an administrator: a Django template with declared arguments."""
+
+    name = models.CharField(_("name"), max_length=64, unique=True, validators=[validate_wire_name])
+    title = models.CharField(_("title"), max_length=200, blank=True)
+    description = models.TextField(_("description"), blank=True)
+    arguments = models.JSONField(
+        _("arguments"),
+        default=list,
+        blank=True,
+        validators=[validate_prompt_arguments],
+        help_text=_('A JSON list, e.g. [{"name": "customer", "description": "Who wrote in", "required": true, '
+                    '"values": ["Ada", "Grace"]}]. "values" are offered as completions.'),
+    )
+    template = models.TextField(
+        _("template"), help_text=_("The prompt's text. Use {{ argument }} to insert an argument; Django template syntax.")
+    )
+    enabled = models.BooleanField(_("enabled"), default=True)
+    scopes = models.CharField(
+        _("scopes"), max_length=500, blank=True, validators=[validate_scopes],
+        help_text=_("Space-separated scopes a caller needs to see and use this prompt."),
+    )
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("prompt")
+        verbose_name_plural = _("prompts")
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        super().clean()
+        from .prompt_templates import try_render
+
+        problem = try_render(self.template, self.arguments if isinstance(self.arguments, list) else [])
+        if problem:
+            raise ValidationError({"template": problem})
+        from .registry import registry
+
+        if any(capability.kind == "prompt" and capability.name == self.name for capability in registry):
+            raise ValidationError({"name": _("A prompt declared in code already has this name.")})

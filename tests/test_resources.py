@@ -126,3 +126,46 @@ async def test_resources_prompts_and_rich_results_over_the_wire(demo_server: Liv
     assert completion.completion.values == ["history"]
     assert [block.type for block in card.content] == ["text", "image", "resource_link"]
     assert card.content[0].text == "Cosmos by Carl Sagan" and card.content[2].uri == "library://books/3"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_prompts_written_in_the_admin() -> None:
+    from django.core.exceptions import ValidationError
+
+    from mcp_expose.models import PromptTemplate
+
+    PromptTemplate.objects.create(
+        name="support.reply", description="Draft a reply to a reader.", scopes="library:read",
+        arguments=[{"name": "reader", "required": True, "description": "Who wrote in"},
+                   {"name": "tone", "values": ["warm", "formal", "witty"]}],
+        template="Write a {{ tone|default:'warm' }} reply to {{ reader }} about their overdue books.",
+    )
+    catalog = provider.get_sync()
+    entry, messages = run(get_prompt, catalog, READER, "support.reply", {"reader": "Ada", "tone": "formal"})
+    assert messages[0].text == "Write a formal reply to Ada about their overdue books."
+    assert entry.description == "Draft a reply to a reader."
+    assert run(get_prompt, catalog, READER, "support.reply", {"reader": "<b>Bo</b>"})[1][0].text.startswith(
+        "Write a warm reply to <b>Bo</b>"  # no HTML escaping: prompts are not HTML
+    )
+    with pytest.raises(InvalidInput):
+        run(get_prompt, catalog, READER, "support.reply", {"tone": "warm"})
+    with pytest.raises(UnknownPrompt):
+        run(get_prompt, catalog, NOBODY, "support.reply", {"reader": "Ada"})
+    assert run(complete, catalog, READER, prompt="support.reply", uri=None, argument="tone", prefix="w") == (["warm", "witty"], 2)
+    PromptTemplate.objects.filter(name="support.reply").update(enabled=False)
+    from mcp_expose.signals import catalog_changed
+
+    catalog_changed()
+    with pytest.raises(UnknownPrompt):
+        run(get_prompt, provider.get_sync(), READER, "support.reply", {"reader": "Ada"})
+    for bad in [
+        {"template": "{% include 'secret.html' %}"},
+        {"template": "{% load static %}{% static 'x' %}"},
+        {"template": "{% if %}unfinished"},
+        {"arguments": [{"name": "a"}, {"name": "a"}]},
+        {"arguments": [{"name": "x", "values": "warm"}]},
+        {"name": "library.recommend"},
+    ]:
+        candidate = PromptTemplate(**{"name": "p.bad", "template": "Hi", **bad})
+        with pytest.raises(ValidationError):
+            candidate.full_clean()
