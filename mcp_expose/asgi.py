@@ -11,15 +11,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from urllib.parse import parse_qsl
 
+import anyio
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -28,6 +30,7 @@ from .catalog import Catalog, CatalogProvider
 from .catalog import provider as default_provider
 from .conf import get_settings
 from .edge import check_host, check_request
+from .events import ChangeRelay
 from .oauth.resource import (
     PRM_PREFIX,
     bearer_challenge,
@@ -57,8 +60,10 @@ class McpExposeASGI:
         self.provider = provider if provider is not None else default_provider
         conf = get_settings()
         self.path = conf.PATH.rstrip("/")
+        self.bus = InMemorySubscriptionBus()
+        self.relay = ChangeRelay(self.bus)
         self.manager = StreamableHTTPSessionManager(
-            app=build_server(provider=self.provider),
+            app=build_server(provider=self.provider, subscription_bus=self.bus),
             json_response=conf.JSON_RESPONSE,
             # The legacy (2025-11-25) path runs stateless too: any worker can answer any request.
             stateless=True,
@@ -87,7 +92,7 @@ class McpExposeASGI:
         async with contextlib.AsyncExitStack() as stack:
             try:
                 await sync_to_async(self._resolve_declarations, thread_sensitive=True)()
-                await stack.enter_async_context(self.manager.run())
+                await stack.enter_async_context(self._serving())
             except Exception as exc:
                 logger.exception("MCP session manager failed to start")
                 await send({"type": "lifespan.startup.failed", "message": str(exc)})
@@ -116,9 +121,17 @@ class McpExposeASGI:
             await self._started.wait()
 
     async def _run_manager_until_exit(self) -> None:
-        async with self.manager.run():
+        async with self._serving():
             self._started.set()
             await self._exit.wait()
+
+    @contextlib.asynccontextmanager
+    async def _serving(self) -> AsyncIterator[None]:
+        """The SDK's session manager, and the relay that feeds catalog changes to listen streams."""
+        async with self.manager.run(), anyio.create_task_group() as group:
+            group.start_soon(self.relay.run)
+            yield
+            group.cancel_scope.cancel()
 
     async def _serve_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)

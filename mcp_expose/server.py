@@ -17,6 +17,7 @@ import mcp_types as types
 from asgiref.sync import sync_to_async
 from mcp.server import Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -145,7 +146,11 @@ def _b64(data: bytes) -> str:
 
 
 def build_server(
-    *, resolve: Resolver = resolve_from_scope, provider: CatalogProvider | None = None, base_url: str = ""
+    *,
+    resolve: Resolver = resolve_from_scope,
+    provider: CatalogProvider | None = None,
+    base_url: str = "",
+    subscription_bus: Any = None,
 ) -> Server[Any]:
     """A low-level SDK server serving the catalog through the dispatcher.
 
@@ -277,6 +282,7 @@ def build_server(
         on_list_prompts=list_prompts,
         on_get_prompt=get,
         on_completion=completion,
+        on_subscriptions_listen=ListenHandler(subscription_bus) if subscription_bus is not None else None,
         get_tool_input_schema=input_schema_for,
     )
     server.middleware.append(refuse_bad_chains)

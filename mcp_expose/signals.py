@@ -30,9 +30,13 @@ def row_saved(sender: type, *, using: str = "default", **kwargs: Any) -> None:
 
 
 def catalog_changed() -> None:
-    """Tell every process (through the cache) and this one (directly) to recompile."""
+    """Tell every process (through the cache) and this one (directly) to recompile, and open
+    `subscriptions/listen` streams that the lists changed."""
+    from .events import announce_catalog_change
+
     bump_revision()
     provider.invalidate()
+    announce_catalog_change()
 
 
 def _tables(using: str) -> list[str]:

@@ -76,6 +76,10 @@ DATABASES = {
     }
 }
 
+# Catalog changes reach open subscriptions/listen streams through the channel layer: in memory for one
+# process; use channels_redis's RedisChannelLayer when running several.
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
 # Every server process must see the same catalog revision stamp, so the demo uses a file cache.
 CACHES = {
     "default": {

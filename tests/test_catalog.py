@@ -83,14 +83,14 @@ def test_provider_recompiles_only_when_the_revision_moves(
     from mcp_expose.revision import bump_revision
 
     provider = CatalogProvider(three)
-    # Two queries per compile, whatever the number of tools: the rows, and the allowed clients of all rows.
-    with django_assert_num_queries(2):
+    # Three queries per compile, whatever the number of tools: rows, their allowed clients, admin prompts.
+    with django_assert_num_queries(3):
         first = provider.get_sync()
     with django_assert_num_queries(0):
         assert provider.get_sync() is first
     ExposedTool.objects.create(key="app.a", enabled=True)
     bump_revision()
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(3):
         second = provider.get_sync()
     assert second is not first and second.get("app.a") is not None
 

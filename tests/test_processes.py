@@ -80,3 +80,36 @@ async def test_servers_without_lifespan_events_start_the_sdk_on_first_use(tmp_pa
             result = await client.call_tool("library.echo", {"message": "first use"})
         assert result.structured_content == {"caller": "admin", "message": "first use"}
         assert "Task group is not initialized" not in server.log()
+
+
+def disable_in_admin(base_url: str, key: str) -> None:
+    with admin_session(base_url) as admin:
+        changelist = "/admin/mcp_expose/exposedtool/"
+        pk = row_id(admin, key)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', admin.get(changelist).text).group(1)
+        done = admin.post(
+            changelist,
+            data={"action": "disable_selected", "_selected_action": pk, "index": "0", "csrfmiddlewaretoken": token},
+            headers={"Referer": base_url + changelist},
+        )
+        assert done.status_code == 302
+
+
+async def test_list_changed_reaches_an_open_listen_stream(tmp_path: Path) -> None:
+    import anyio
+
+    key = prepare_demo(tmp_path)
+    with run_server(tmp_path) as server:
+        async with connect(server.mcp_url, key, "auto") as client:
+            async with client.listen(tools_list_changed=True, prompts_list_changed=True) as subscription:
+                assert subscription.honored.tools_list_changed is True
+                await anyio.to_thread.run_sync(disable_in_admin, server.base_url, "library.popular_authors")
+                events = []
+                with anyio.fail_after(10):
+                    async for event in subscription:
+                        events.append(type(event).__name__)
+                        if len(events) == 2:
+                            break
+            names = [tool.name for tool in (await client.list_tools()).tools]
+    assert events == ["ToolsListChanged", "PromptsListChanged"]
+    assert "library.popular_authors" not in names

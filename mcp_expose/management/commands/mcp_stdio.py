@@ -31,11 +31,17 @@ class Command(BaseCommand):
 
     async def _serve(self, principal: Any, base_url: str) -> None:
         from mcp.server.stdio import stdio_server
+        from mcp.server.subscriptions import InMemorySubscriptionBus
+
+        from ...events import ChangeRelay
 
         async def resolve(ctx: Any) -> Any:
             # Every request sees admin changes: the catalog rechecks its revision stamp each time.
             return principal, await sync_to_async(provider.get_sync, thread_sensitive=True)()
 
-        server = build_server(resolve=resolve, base_url=base_url)
-        async with stdio_server() as (read_stream, write_stream):
+        bus = InMemorySubscriptionBus()
+        server = build_server(resolve=resolve, base_url=base_url, subscription_bus=bus)
+        async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as group:
+            group.start_soon(ChangeRelay(bus).run)
             await server.run(read_stream, write_stream, server.create_initialization_options())
+            group.cancel_scope.cancel()
