@@ -19,6 +19,8 @@ from asgiref.sync import async_to_sync
 logger = logging.getLogger("mcp_expose.events")
 
 GROUP = "mcp_expose.catalog"
+RETRY_SECONDS = 1.0
+MAX_RETRY_SECONDS = 30.0
 MESSAGE_TYPE = "mcp_expose.catalog_changed"
 
 _relays: weakref.WeakSet[ChangeRelay] = weakref.WeakSet()
@@ -40,7 +42,10 @@ class ChangeRelay:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self) -> None:
-        """Listen to the channel layer's group (or just wait for direct deliveries) until cancelled."""
+        """Listen to the channel layer's group (or just wait for direct deliveries) until cancelled.
+
+        A failing channel layer is logged and retried with backoff; it never takes the server down.
+        """
         from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 
         self._events = (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged())
@@ -49,6 +54,16 @@ class ChangeRelay:
         layer = shared_layer()
         if layer is None:
             await anyio.sleep_forever()
+        delay = RETRY_SECONDS
+        while True:
+            try:
+                await self._listen(layer)
+            except Exception:  # noqa: BLE001  (an outage of the layer must not end the process's serving)
+                logger.exception("Lost the channel layer; listening again in %.0f s", delay)
+                await anyio.sleep(delay)
+                delay = min(delay * 2, MAX_RETRY_SECONDS)
+
+    async def _listen(self, layer: Any) -> None:
         channel = await layer.new_channel()
         await layer.group_add(GROUP, channel)
         try:
@@ -58,7 +73,10 @@ class ChangeRelay:
                     await self.deliver()
         finally:
             with anyio.CancelScope(shield=True):
-                await layer.group_discard(GROUP, channel)
+                try:
+                    await layer.group_discard(GROUP, channel)
+                except Exception:  # noqa: BLE001  (the layer is what failed; the group entry expires by itself)
+                    logger.warning("Could not leave the channel layer group cleanly", exc_info=True)
 
     async def deliver(self) -> None:
         for event in self._events:

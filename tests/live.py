@@ -34,11 +34,13 @@ def demo_env(data_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def manage(data_dir: Path, *args: str, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
+def manage(
+    data_dir: Path, *args: str, input_text: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run manage.py against the data directory, failing loudly with its output."""
     result = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), *args],
-        env=demo_env(data_dir),
+        env=demo_env(data_dir, **(env or {})),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -50,13 +52,13 @@ def manage(data_dir: Path, *args: str, input_text: str | None = None) -> subproc
     return result
 
 
-def prepare_demo(data_dir: Path) -> str:
+def prepare_demo(data_dir: Path, **env: str) -> str:
     """Migrate and seed a fresh demo database; return the admin's API key."""
-    manage(data_dir, "demo", "--noinput", "--no-serve")
+    manage(data_dir, "demo", "--noinput", "--no-serve", env=env)
     return (data_dir / "demo-api-key.txt").read_text().strip()
 
 
-def create_api_key(data_dir: Path, username: str, scopes: str) -> str:
+def create_api_key(data_dir: Path, username: str, scopes: str, **env: str) -> str:
     code = (
         "from django.contrib.auth import get_user_model;"
         "from mcp_expose.models import ApiKey;"
@@ -64,7 +66,7 @@ def create_api_key(data_dir: Path, username: str, scopes: str) -> str:
         f"print(ApiKey.create_key(user=user, name='test', scopes={scopes!r})[1])"
     )
     # The last line: Django 5.2+ prints a note about auto-imported objects first.
-    return manage(data_dir, "shell", "-c", code).stdout.strip().splitlines()[-1]
+    return manage(data_dir, "shell", "-c", code, env=env).stdout.strip().splitlines()[-1]
 
 
 @dataclass
@@ -99,10 +101,10 @@ def _wait_until_serving(server: LiveServer, timeout: float = 30.0) -> None:
     raise AssertionError(f"The server did not start within {timeout}s:\n{server.log()}")
 
 
-@contextmanager
-def run_server(data_dir: Path, *, lifespan: str = "on", **env: str) -> Iterator[LiveServer]:
-    port = free_port()
-    log_path = data_dir / f"server-{port}.log"
+def start_server(data_dir: Path, *, port: int | None = None, lifespan: str = "on", **env: str) -> LiveServer:
+    """Start uvicorn serving the demo and wait until it answers; stop it with `stop_server`."""
+    port = port or free_port()
+    log_path = data_dir / f"server-{port}-{time.monotonic_ns()}.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [
@@ -117,14 +119,28 @@ def run_server(data_dir: Path, *, lifespan: str = "on", **env: str) -> Iterator[
     server = LiveServer(process, port, log_path)
     try:
         _wait_until_serving(server)
+    except BaseException:
+        stop_server(server)
+        raise
+    return server
+
+
+def stop_server(server: LiveServer) -> None:
+    server.process.terminate()
+    try:
+        server.process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+
+
+@contextmanager
+def run_server(data_dir: Path, *, lifespan: str = "on", **env: str) -> Iterator[LiveServer]:
+    server = start_server(data_dir, lifespan=lifespan, **env)
+    try:
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_server(server)
 
 
 def jsonrpc_body(method: str, params: dict | None = None, *, modern: bool = True, request_id: int = 1) -> str:

@@ -33,7 +33,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, addrport: str, interactive: bool, serve: bool, **options: Any) -> None:
         host, port = _split_addrport(addrport)
-        Path(settings.DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+        self._data_dir().mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
         created = seed_library()
         admin_password = self._ensure_user("admin", superuser=True, interactive=interactive)
@@ -117,7 +117,8 @@ class Command(BaseCommand):
 
     @staticmethod
     def _data_dir() -> Path:
-        return Path(settings.DATABASES["default"]["NAME"]).parent
+        """Where the demo keeps its files: DATA_DIR (DEMO_DATA_DIR), whatever the database engine."""
+        return Path(getattr(settings, "DATA_DIR", None) or Path(str(settings.DATABASES["default"]["NAME"])).parent)
 
     def _serve(self, host: str, port: int) -> None:
         try:
