@@ -280,8 +280,18 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         if obj is None:
-            return ["name", "user", "scopes", "expires_at"]
+            # Only a superuser may create a key that acts as someone else.
+            owner = ["user"] if request.user.is_superuser else []
+            return ["name", *owner, "scopes", "expires_at"]
         return ["name", "user", "prefix", "scopes", "expires_at", "revoked_at", "last_used_at", "created_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+        # A key's owner never changes: moving a key would hand its holder another user's rights.
+        return [*self.readonly_fields, "user"] if obj is not None else list(self.readonly_fields)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiKey]:
+        keys = super().get_queryset(request)
+        return keys if request.user.is_superuser else keys.filter(user=request.user)
 
     @admin.display(description=_("status"))
     def status(self, obj: ApiKey) -> str:
@@ -293,6 +303,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if not change:
+            if not request.user.is_superuser:
+                obj.user = request.user
             request._mcp_api_key_secret = obj.assign_secret()  # type: ignore[attr-defined]
         super().save_model(request, obj, form, change)
 

@@ -142,7 +142,8 @@ class McpExposeASGI:
             return
         resource = resource_uri(scheme, headers)
         query_keys = frozenset(key for key, _ in parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-        result, catalog = await sync_to_async(self._authenticate, thread_sensitive=True)(headers, query_keys, resource)
+        # Not thread_sensitive: outside Django's handler that would put every request on one global thread.
+        result, catalog = await sync_to_async(self._authenticate, thread_sensitive=False)(headers, query_keys, resource)
         if isinstance(result, AuthFailure):
             await _challenge(result, resource)(scope, receive, send)
             return
@@ -184,7 +185,7 @@ class McpExposeASGI:
             await Response(status_code=405, headers={"Allow": "GET, OPTIONS"})(scope, receive, send)
             return
         scheme = scope.get("scheme", "http")
-        document = await sync_to_async(protected_resource_metadata, thread_sensitive=True)(
+        document = await sync_to_async(protected_resource_metadata, thread_sensitive=False)(
             resource_uri(scheme, headers), request_origin(scheme, headers)
         )
         await JSONResponse(document, headers={**cors, "Cache-Control": "public, max-age=3600"})(scope, receive, send)

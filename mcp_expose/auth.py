@@ -32,8 +32,11 @@ class AuthFailure:
 
 MISSING = AuthFailure(None, "Authentication required. Send 'Authorization: Bearer <API key or access token>'.")
 INVALID_TOKEN = AuthFailure("invalid_token", "The credentials are invalid, expired or revoked.")
-WRONG_SCHEME = AuthFailure("invalid_request", "Use the Bearer authorization scheme.")
-TOKEN_IN_URL = AuthFailure("invalid_request", "Send credentials in the Authorization header, never in the URL.")
+# Another scheme (Basic, ...) is no Bearer credential at all: a plain challenge, as with none (RFC 6750 §3.1).
+WRONG_SCHEME = AuthFailure(None, "Use the Bearer authorization scheme: 'Authorization: Bearer <API key or access token>'.")
+TOKEN_IN_URL = AuthFailure(
+    "invalid_request", "Send credentials in the Authorization header, never in the URL.", status=400
+)
 
 # RFC 6750 §2.3 names the query parameter; refusing it keeps tokens out of access logs and browser history.
 URL_TOKEN_PARAMETERS = frozenset({"access_token", "api_key"})

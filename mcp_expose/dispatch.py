@@ -183,9 +183,10 @@ async def _run(
     entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest
 ) -> ToolOutcome:
     try:
-        if entry.rate_limit is not None:
+        # A confirmation's answer is the same call continued, already counted in its first round.
+        if entry.rate_limit is not None and request.request_state is None:
             decision = await sync_to_async(ratelimit.hit, thread_sensitive=False)(
-                entry.key, _caller_identity(principal), entry.rate_limit
+                entry.key, caller_identity(principal), entry.rate_limit
             )
             if not decision.allowed:
                 return _refused(
@@ -204,7 +205,9 @@ async def _run(
             return ToolOutcome(entry, value=value)
         return ToolOutcome(entry, value=truncate(value, entry.max_result_bytes, has_output_schema=entry.output_schema is not None))
     except ToolTimeout as exc:
-        return _refused(entry, "timeout", str(exc) + " Nothing it wrote was kept.", {"timeout_seconds": exc.seconds})
+        kept = " It finished its writes just before the deadline; they were kept." if exc.committed else \
+            " Nothing it wrote was kept."
+        return _refused(entry, "timeout", str(exc) + kept, {"timeout_seconds": exc.seconds})
     except ResultTooLarge as exc:
         return ToolOutcome(entry, failure=_unexpected(entry, exc, "its result is over the size limit"))
     except StaleConfirmation:
@@ -242,7 +245,7 @@ def _accepted(responses: Mapping[str, Any] | None) -> bool:
     return (answer.get("content") or {}).get(confirmation.CONFIRM_FIELD) is True
 
 
-def _caller_identity(principal: Principal) -> str:
+def caller_identity(principal: Principal) -> str:
     if principal.method == "api_key":
         return f"key:{principal.api_key_id}"
     user_pk = getattr(principal.user, "pk", None)

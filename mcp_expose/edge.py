@@ -45,8 +45,9 @@ def allowed_hosts() -> list[str]:
 
 def check_host(headers: Mapping[str, str]) -> EdgeRefusal | None:
     host = headers.get("host", "")
-    domain, _port = split_domain_port(host)
-    if not domain or not validate_host(domain, allowed_hosts()):
+    domain, port = split_domain_port(host)
+    bad_port = bool(port) and not (port.isdigit() and 0 < int(port) < 65536)
+    if not domain or bad_port or not validate_host(domain, allowed_hosts()):
         return EdgeRefusal(400, "invalid_host", "The Host header is not one this server answers to.")
     return None
 

@@ -10,7 +10,6 @@ write survives an abandoned call.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -31,9 +30,35 @@ class CallAbandoned(Exception):
 
 
 class ToolTimeout(Exception):
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, *, committed: bool = False) -> None:
         super().__init__(f"The tool did not finish within {seconds:g} seconds.")
         self.seconds = seconds
+        # True when its transaction committed just before the deadline: its writes were kept.
+        self.committed = committed
+
+
+class Abandonment:
+    """Who got there first: the call committing its transaction, or the caller giving up on it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.abandoned = False
+        self.committed = False
+
+    def abandon(self) -> bool:
+        """Give up on the call; False when it had already committed."""
+        with self._lock:
+            if not self.committed:
+                self.abandoned = True
+            return self.abandoned
+
+    def commit(self, atomic: Any) -> None:
+        """Commit, unless the caller gave up first (then roll back)."""
+        with self._lock:
+            if self.abandoned:
+                raise CallAbandoned("the caller stopped waiting for this call")
+            atomic.__exit__(None, None, None)
+            self.committed = True
 
 
 def _project(entry: ToolEntry, value: Any) -> Any:
@@ -60,9 +85,9 @@ def _injected(entry: ToolEntry, context: InvocationContext) -> dict[str, Any]:
     return values
 
 
-def _refuse_when_abandoned(abandoned: threading.Event) -> Callable[..., Any]:
+def _refuse_when_abandoned(state: Abandonment) -> Callable[..., Any]:
     def wrapper(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
-        if abandoned.is_set():
+        if state.abandoned:
             raise CallAbandoned("the caller stopped waiting for this call")
         return execute(sql, params, many, context)
 
@@ -77,16 +102,30 @@ def _call_target(entry: ToolEntry, arguments: Mapping[str, Any], context: Invoca
 
 
 def _call_sync(
-    entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext, abandoned: threading.Event
+    entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext, state: Abandonment
 ) -> Any:
     # MCP traffic never passes Django's request signals, so connection upkeep is done here.
     close_stale_connections()
     try:
-        writes = contextlib.nullcontext() if entry.annotations.read_only else transaction.atomic()
-        with connection.execute_wrapper(_refuse_when_abandoned(abandoned)), writes:
-            value = _project(entry, _call_target(entry, arguments, context))
-            if abandoned.is_set():
-                raise CallAbandoned("the caller stopped waiting for this call")
+        with connection.execute_wrapper(_refuse_when_abandoned(state)):
+            # Whether it writes is the code's declaration: an admin's hint for clients must not drop the transaction.
+            if entry.capability.annotations.read_only:
+                value = _project(entry, _call_target(entry, arguments, context))
+                if state.abandoned:
+                    raise CallAbandoned("the caller stopped waiting for this call")
+                return value
+            atomic = transaction.atomic()
+            atomic.__enter__()
+            try:
+                value = _project(entry, _call_target(entry, arguments, context))
+            except BaseException as exc:
+                atomic.__exit__(type(exc), exc, exc.__traceback__)
+                raise
+            try:
+                state.commit(atomic)
+            except CallAbandoned as exc:
+                atomic.__exit__(type(exc), exc, exc.__traceback__)
+                raise
             return value
     finally:
         close_stale_connections()
@@ -102,12 +141,11 @@ async def invoke(entry: ToolEntry, arguments: Mapping[str, Any], context: Invoca
             value = await _call_target(entry, arguments, context)
             return _project(entry, value)
         raise ToolTimeout(entry.timeout)
-    abandoned = threading.Event()
+    state = Abandonment()
     try:
         with anyio.move_on_after(entry.timeout):
-            return await sync_to_async(_call_sync, thread_sensitive=False)(entry, arguments, context, abandoned)
+            return await sync_to_async(_call_sync, thread_sensitive=False)(entry, arguments, context, state)
     except BaseException:
-        abandoned.set()
+        state.abandon()
         raise
-    abandoned.set()
-    raise ToolTimeout(entry.timeout)
+    raise ToolTimeout(entry.timeout, committed=not state.abandon())

@@ -25,6 +25,8 @@ def parse_rate(rate: str) -> tuple[int, int]:
     if not match or match.group(3) not in UNITS or int(match.group(1)) < 1:
         raise ValueError(f"{rate!r} is not a rate; write it as calls/period, e.g. '60/min', '1000/day', '5/10s'.")
     multiplier = int(match.group(2) or 1)
+    if multiplier < 1:
+        raise ValueError(f"{rate!r} has an empty period; write it as calls/period, e.g. '60/min' or '5/10s'.")
     return int(match.group(1)), multiplier * UNITS[match.group(3)]
 
 

@@ -9,8 +9,9 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from . import ratelimit
 from .catalog import Catalog, ToolEntry
-from .dispatch import CallRequest, ToolFailure, failure_for, invocation_context
+from .dispatch import CallRequest, ToolFailure, caller_identity, failure_for, invocation_context
 from .errors import McpExposeError
 from .invoke import ToolTimeout, invoke
 from .policy import decide
@@ -46,6 +47,13 @@ class Message:
 
 
 async def _execute(entry: ToolEntry, values: Mapping[str, Any], principal: Principal, request: CallRequest) -> Any:
+    if entry.rate_limit is not None:
+        decision = await sync_to_async(ratelimit.hit, thread_sensitive=False)(
+            entry.key, caller_identity(principal), entry.rate_limit
+        )
+        if not decision.allowed:
+            raise ReadFailed(ToolFailure("rate_limited", f"Too many reads. Try again in {decision.retry_after} seconds.",
+                                         {"retry_after": decision.retry_after}))
     try:
         return await invoke(entry, values, invocation_context(entry, principal, request))
     except ToolTimeout as exc:

@@ -34,6 +34,7 @@ from .oauth.resource import request_origin
 from .policy import decide, visible_tools
 from .principal import Principal
 from .reading import ReadFailed, UnknownPrompt, UnknownResource, complete, get_prompt, read_resource
+from .requests import WITHHELD_HEADERS
 from .results import compact_json, structured
 from .schema import thaw
 from .uri_templates import is_template
@@ -339,4 +340,7 @@ def _base_url(ctx: ServerRequestContext[Any]) -> str:
 
 
 def _headers(ctx: ServerRequestContext[Any]) -> Mapping[str, str]:
-    return dict(ctx.request.headers) if ctx.request is not None else {}
+    """The request's headers as tools see them: credentials stay with the edge."""
+    if ctx.request is None:
+        return {}
+    return {name: value for name, value in ctx.request.headers.items() if name not in WITHHELD_HEADERS}

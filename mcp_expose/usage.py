@@ -47,9 +47,17 @@ def describe_arguments(arguments: Mapping[str, Any] | None, with_values: bool) -
     keys = sorted(str(key) for key in arguments)
     values = None
     if with_values:
-        values = {str(key): REDACTED if SECRET_KEY_PATTERN.search(str(key)) else value for key, value in arguments.items()}
-        values = json.loads(json.dumps(values, default=str))
+        values = json.loads(json.dumps(redact(dict(arguments)), default=str))
     return size, keys, values
+
+
+def redact(value: Any) -> Any:
+    """`value` with every secret-looking key's value replaced, at any depth."""
+    if isinstance(value, Mapping):
+        return {str(key): REDACTED if SECRET_KEY_PATTERN.search(str(key)) else redact(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(item) for item in value]
+    return value
 
 
 def write(record: CallRecord) -> bool:

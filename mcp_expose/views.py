@@ -115,8 +115,11 @@ def approve(request: HttpRequest, confirmation_id: str) -> HttpResponse:
 @staff_member_required
 def usage_summary_json(request: HttpRequest) -> HttpResponse:
     """Calls, error and denial rates and p50/p95 latency per tool, for the last day and week (staff only)."""
+    from django.core.exceptions import PermissionDenied
     from django.http import JsonResponse
 
     from .usage_report import summary
 
+    if not request.user.has_perm("mcp_expose.view_toolcall"):
+        raise PermissionDenied
     return JsonResponse(summary())

@@ -136,3 +136,21 @@ def test_staff_without_permission_cannot_change_rows() -> None:
     client = Client()
     client.login(username="clerk", password="pw")
     assert client.get(CHANGELIST).status_code == 403
+
+
+def test_staff_create_api_keys_only_for_themselves() -> None:
+    from django.contrib.auth.models import Permission
+
+    boss = User.objects.create_superuser("root", "root@example.com", "pw")
+    clerk = User.objects.create_user("clerk", password="pw", is_staff=True)
+    clerk.user_permissions.add(*Permission.objects.filter(codename__in=["add_apikey", "view_apikey", "change_apikey"]))
+    ApiKey.create_key(user=boss, name="boss key")
+    client = Client(enforce_csrf_checks=True)
+    client.login(username="clerk", password="pw")
+    url = "/admin/mcp_expose/apikey/add/"
+    page = client.get(url).content.decode()
+    assert 'name="user"' not in page
+    client.post(url, {"name": "mine", "user": boss.pk, "scopes": "mcp", "csrfmiddlewaretoken": csrf_token(client, url)})
+    assert ApiKey.objects.get(name="mine").user == clerk
+    listing = client.get("/admin/mcp_expose/apikey/").content.decode()
+    assert "mine" in listing and "boss key" not in listing

@@ -13,6 +13,7 @@ def test_hosts_follow_allowed_hosts() -> None:
         refusal = check_host({"host": "evil.example.com"})
         assert refusal is not None and refusal.status == 400
         assert check_host({}) is not None
+        assert check_host({"host": "mcp.example.com:99999"}) is not None  # not a port: refused, not a crash
 
 
 @pytest.mark.parametrize(

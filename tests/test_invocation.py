@@ -382,3 +382,18 @@ def test_rows_record_who_what_and_how(server: LiveServer, key: str, data: Path) 
     assert row["api_key_prefix"] == key.split("_")[1] and "library:read" in row["scopes"]
     assert row["outcome"] == "ok" and row["argument_keys"] == ["query"] and row["argument_values"] is None
     assert row["depth"] == 2 and row["protocol_version"] == "2026-07-28" and row["result_bytes"] > 0
+
+
+def test_tools_never_see_the_callers_credentials(server: LiveServer, key: str) -> None:
+    names = chain_call(server, key, "toolbox.header_names", {}).json()["result"]["structuredContent"]["result"]
+    assert "authorization" not in names and "cookie" not in names and "mcp-method" in names
+
+
+async def test_a_confirmation_answer_is_not_counted_twice_by_the_rate_limit(server: LiveServer, data: Path) -> None:
+    key = create_api_key(data, "admin", "mcp")
+    http, client = elicitation_client(server.mcp_url, key, ACCEPT)
+    async with http, client:
+        result = await client.call_tool("toolbox.launch_once", {"target": "a"})
+        again = await client.call_tool("toolbox.launch_once", {"target": "b"})
+    assert result.structured_content == {"result": "launched a"}
+    assert again.structured_content["error"]["code"] == "rate_limited"

@@ -61,7 +61,7 @@ def test_rates_parse(rate: str, parsed: tuple[int, int]) -> None:
     assert parse_rate(rate) == parsed
 
 
-@pytest.mark.parametrize("bad", ["", "60", "0/min", "ten/min", "5/fortnight", "-1/s"])
+@pytest.mark.parametrize("bad", ["", "60", "0/min", "ten/min", "5/fortnight", "-1/s", "5/0s"])
 def test_bad_rates_are_refused_with_examples(bad: str) -> None:
     with pytest.raises(ValueError, match="60/min"):
         parse_rate(bad)
@@ -94,11 +94,12 @@ def test_truncation_of_text_and_schema_bound_results() -> None:
 
 
 def test_argument_values_are_recorded_only_when_allowed_and_secrets_never() -> None:
-    arguments = {"query": "x", "api_key": "k", "Password": "p", "nested": {"a": 1}}
+    arguments = {"query": "x", "api_key": "k", "Password": "p", "nested": {"a": 1, "headers": [{"Authorization": "B"}]}}
     size, keys, values = describe_arguments(arguments, with_values=False)
     assert size == len(json.dumps(arguments)) and keys == ["Password", "api_key", "nested", "query"] and values is None
     _, _, values = describe_arguments(arguments, with_values=True)
-    assert values == {"query": "x", "api_key": "[redacted]", "Password": "[redacted]", "nested": {"a": 1}}
+    assert values == {"query": "x", "api_key": "[redacted]", "Password": "[redacted]",
+                      "nested": {"a": 1, "headers": [{"Authorization": "[redacted]"}]}}
 
 
 def test_percentiles() -> None:
@@ -225,12 +226,16 @@ def test_summary_per_tool(db: None) -> None:
     assert {stat["tool"] for stat in report["windows"]["week"]["tools"]} == {"a", "b"}
 
 
-def test_summary_json_is_staff_only(db: None) -> None:
+def test_summary_json_needs_staff_and_the_view_permission(db: None) -> None:
+    from django.contrib.auth.models import Permission
+
     make_calls(db)
     assert Client().get("/mcp/usage/summary.json").status_code == 302
-    User.objects.create_user("staff", password="pw", is_staff=True)
+    staff = User.objects.create_user("staff", password="pw", is_staff=True)
     client = Client()
     client.login(username="staff", password="pw")
+    assert client.get("/mcp/usage/summary.json").status_code == 403
+    staff.user_permissions.add(Permission.objects.get(codename="view_toolcall"))
     data = client.get("/mcp/usage/summary.json").json()
     assert data["windows"]["day"]["tools"][0]["tool"] == "a"
 

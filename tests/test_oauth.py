@@ -300,15 +300,32 @@ def test_tokens_of_inactive_users_are_refused(server: LiveServer, oauth_data: Pa
 
 def test_a_token_in_the_query_string_is_refused(server: LiveServer, read_token: dict[str, Any]) -> None:
     response = call(server, None, "tools/list", suffix=f"?access_token={read_token['access_token']}")
-    assert response.status_code == 401 and response.json()["error"] == "invalid_request"
+    assert response.status_code == 400 and response.json()["error"] == "invalid_request"  # RFC 6750 §3.1
     both = call(server, read_token["access_token"], "tools/list", suffix="?access_token=x")
-    assert both.status_code == 401
+    assert both.status_code == 400
 
 
 def test_basic_credentials_are_refused(server: LiveServer) -> None:
     response = call(server, None, "tools/list", Authorization="Basic cmVhZGVyOnJlYWRlcg==")
     assert response.status_code == 401
-    assert 'error="invalid_request"' in response.headers["www-authenticate"]
+    # Not a Bearer credential at all: the plain challenge, without error= (RFC 6750 §3.1).
+    assert "error=" not in response.headers["www-authenticate"] and 'scope="mcp"' in response.headers["www-authenticate"]
+
+
+def test_a_token_acting_for_no_user_is_refused(server: LiveServer) -> None:
+    """Open dynamic registration hands out client-credentials clients that nobody owns: their tokens act for no one."""
+    registered = httpx2.post(server.base_url + "/o/register/", json={
+        "client_name": "Nobody's", "grant_types": ["client_credentials"], "token_endpoint_auth_method": "client_secret_basic",
+    })
+    assert registered.status_code == 201, registered.text
+    client = registered.json()
+    token = httpx2.post(
+        server.base_url + "/o/token/",
+        data={"grant_type": "client_credentials", "scope": "mcp library:read library:write", "resource": server.mcp_url},
+        auth=(client["client_id"], client["client_secret"]),
+    )
+    assert token.status_code == 200, token.text
+    assert call(server, token.json()["access_token"], "tools/list").status_code == 401
 
 
 def test_a_token_without_the_base_scope_is_asked_to_step_up(

@@ -58,10 +58,10 @@ def authenticate_access_token(token: str, resource: str) -> Principal | AuthFail
     user = access_token.user or (application.user if application is not None else None)
     extra = {"client_id": client_id, "credential": access_token}
     if user is None:
-        # A client-credentials token of a client nobody owns: scopes only, no Django permissions.
-        from django.contrib.auth.models import AnonymousUser
-
-        return Principal(user=AnonymousUser(), scopes=expand_scopes(granted), method="oauth", **extra)
+        # A client-credentials token of a client nobody owns (open dynamic registration creates such
+        # clients): it would act for no one, so it may not act at all.
+        logger.info("Refused %s: neither the token nor its client belongs to a user", reference)
+        return INVALID_TOKEN
     if not user.is_active:
         logger.info("Refused %s: its user is inactive", reference)
         return INVALID_TOKEN

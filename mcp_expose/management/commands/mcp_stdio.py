@@ -37,7 +37,7 @@ class Command(BaseCommand):
 
         async def resolve(ctx: Any) -> Any:
             # Every request sees admin changes: the catalog rechecks its revision stamp each time.
-            return principal, await sync_to_async(provider.get_sync, thread_sensitive=True)()
+            return principal, await sync_to_async(provider.get_sync, thread_sensitive=False)()
 
         bus = InMemorySubscriptionBus()
         server = build_server(resolve=resolve, base_url=base_url, subscription_bus=bus)

@@ -79,3 +79,16 @@ def launch(target: str) -> str:
     """Do something a person must approve first (records the launch as an author row)."""
     Author.objects.create(name=f"launched-{target}")
     return f"launched {target}"
+
+
+@mcp_expose.tool(read_only=True)
+def header_names(context: InvocationContext) -> list[str]:
+    """The request headers a tool can see (credentials never among them)."""
+    return sorted(context.headers)
+
+
+@mcp_expose.tool(requires_confirmation=True, rate_limit="1/min")
+def launch_once(target: str) -> str:
+    """Needs a person's yes, and runs at most once a minute per caller."""
+    Author.objects.create(name=f"launched-once-{target}")
+    return f"launched {target}"
