@@ -10,7 +10,7 @@ never modified.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,5 +250,3 @@ def is_drf_view(view: Any) -> bool:
         return False
     return isinstance(view, type) and issubclass(view, APIView)
 
-
-Target = Callable[[Mapping[str, Any], InvocationContext], Any]
