@@ -22,7 +22,7 @@ from .adapters.http import field_errors
 from .errors import Conflict, DeclarationError, InvalidInput
 from .registry import Annotations, Capability, CapabilityRegistry
 from .registry import registry as default_registry
-from .schema import LazySignature, SchemaSignature
+from .schema import LazySignature, SchemaSignature, object_schema
 
 ACTIONS = ("list", "get", "create", "update", "delete")
 SAFE_LOOKUPS = frozenset({
@@ -171,10 +171,7 @@ class ModelTools:
                     raise DeclarationError(f"{self.origin}: the field {name!r} clashes with the 'id' argument.")
                 properties[name] = schema
             required.extend(writable.get("required", []))
-        schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-        if required:
-            schema["required"] = required
-        return schema
+        return object_schema(properties, required)
 
     def _list_properties(self) -> dict[str, Any]:
         filter_properties = {}

@@ -7,14 +7,13 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
-from .adapters.http import content_of, raise_for_status, redirect_location, view_request
+from .adapters.django_views import ViewOperation, call_view
 from .adapters.routes import routes_for
-from .context import InvocationContext
 from .declare import _app_label_for, _string_set
 from .errors import DeclarationError
 from .registry import Annotations, Capability, CapabilityRegistry
 from .registry import registry as default_registry
-from .schema import SchemaSignature, build_signature
+from .schema import SchemaSignature, build_signature, object_schema
 from .uri_templates import InvalidUriTemplate
 from .uri_templates import variables as uri_variables
 
@@ -61,10 +60,11 @@ def resource(
         if missing:
             raise DeclarationError(f"{origin}: the view's URL needs {missing}; put them in the URI template.")
         identity = key or f"{_app_label_for(view, origin)}.{name or route.url_name.replace(':', '.').replace('-', '_')}"
-        schema = {"type": "object", "properties": {v: {"type": "string"} for v in variables},
-                  "required": variables, "additionalProperties": False}
+        schema = object_schema({variable: {"type": "string"} for variable in variables}, variables)
+        # Read like a GET of the page, by the same code that serves view-backed tools.
+        operation = ViewOperation(route, "get", view, html, {}, kwarg_names=frozenset(route.kwargs))
         capability = Capability(
-            key=identity, name=name or identity, kind="resource", target=partial(_read_view, route.url_name, route.callback, html),
+            key=identity, name=name or identity, kind="resource", target=partial(call_view, operation),
             source=SchemaSignature(schema), origin=origin,
             description=description if description is not None else inspect.cleandoc(getattr(view, "__doc__", "") or ""),
             call_style="mapping", **common,
@@ -88,23 +88,6 @@ def resource(
         return target
 
     return declare
-
-
-def _read_view(url_name: str, callback: Any, html: str, arguments: Mapping[str, Any], context: InvocationContext) -> Any:
-    request = view_request(context, "GET", url_name, arguments, {}, None)
-    request.user = context.principal.user
-    request._force_auth_user = context.principal.user  # type: ignore[attr-defined]  (DRF views)
-    request._force_auth_token = context.principal.credential  # type: ignore[attr-defined]
-    response = callback(request, **arguments)
-    if redirect_location(response) is not None:
-        from .errors import AccessDenied
-
-        raise AccessDenied("This page needs a signed-in user with access to it.")
-    data = getattr(response, "data", None)
-    if data is None and response.status_code < 400:
-        data = content_of(response, html)
-    raise_for_status(response, data if isinstance(data, Mapping) else None)
-    return data
 
 
 def prompt(

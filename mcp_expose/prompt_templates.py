@@ -11,7 +11,7 @@ from django.template import Context, Engine, Template
 
 from .names import split_scopes
 from .registry import Annotations, Capability
-from .schema import SchemaSignature
+from .schema import SchemaSignature, object_schema
 
 
 @lru_cache(maxsize=1)
@@ -62,9 +62,7 @@ def capability_for(state: PromptState) -> Capability:
         for argument in state.arguments
     }
     required = [str(argument["name"]) for argument in state.arguments if argument.get("required")]
-    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        schema["required"] = required
+    schema = object_schema(properties, required)
     return Capability(
         key=f"admin_prompts.{state.name}",
         name=state.name,

@@ -294,6 +294,14 @@ def inline_refs(schema: dict[str, Any], *, origin: str) -> dict[str, Any]:
     return resolve(schema, ())
 
 
+def object_schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    """A closed object schema: these properties and no others, `required` only when some are."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
 def close_object(schema: dict[str, Any]) -> dict[str, Any]:
     """The root of an input schema: an object with no keys beyond its properties."""
     schema.pop("title", None)

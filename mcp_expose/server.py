@@ -267,7 +267,8 @@ def build_server(
 
     def input_schema_for(name: str) -> Mapping[str, Any] | None:
         # Used by the SDK only to check `Mcp-Param-*` headers; the last compiled catalog is enough.
-        entry = provider.peek().get(name) if provider.peek() is not None else None
+        catalog = provider.peek()
+        entry = catalog.get(name) if catalog is not None else None
         return thaw(entry.input_schema) if entry is not None else None
 
     server = Server(

@@ -540,3 +540,19 @@ def test_batches_and_sessionless_methods_are_refused(server: LiveServer, read_to
     for method in ("GET", "DELETE"):
         response = httpx2.request(method, server.mcp_url, headers=modern_headers("tools/list", token))
         assert response.status_code == 405 and response.headers["allow"] == "POST"
+
+
+def test_tokens_are_stored_hashed_and_responses_carry_iss(
+    server: LiveServer, oauth_data: Path, reader: Browser, client_id: str, resource: str
+) -> None:
+    verifier, challenge = pkce_pair()
+    redirect = reader.approve(authorize_params(client_id, "mcp", challenge, resource))
+    assert redirect["iss"] == [server.base_url + "/o"]  # RFC 9207
+    token = exchange_code(server.base_url, client_id, redirect["code"][0], verifier, resource).json()
+    stored = manage(
+        oauth_data, "shell", "-c",
+        "import hashlib; from oauth2_provider.models import AccessToken, RefreshToken;"
+        f"t = AccessToken.objects.get(token_checksum=hashlib.sha256({token['access_token']!r}.encode()).hexdigest());"
+        "print(repr(t.token), repr(RefreshToken.objects.get(access_token=t).token))",
+    ).stdout.strip().splitlines()[-1]
+    assert stored == "'' ''"  # only checksums at rest: a database leak yields no usable token

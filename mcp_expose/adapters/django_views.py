@@ -14,6 +14,7 @@ from typing import Any
 
 from ..context import InvocationContext
 from ..errors import AccessDenied, DeclarationError, InvalidInput
+from ..schema import object_schema
 from .field_schema import form_input_schema
 from .http import content_of, is_login_redirect, raise_for_status, redirect_location, view_request
 from .routes import Route
@@ -59,11 +60,8 @@ def query_param_schema(name: str, spec: Any) -> dict[str, Any]:
 
 
 def operation_schema(operation: ViewOperation, origin: str) -> dict[str, Any]:
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for name, schema in operation.route.kwargs.items():
-        properties[name] = {**schema, "description": f"The {name} in the URL."}
-        required.append(name)
+    properties = operation.route.kwarg_properties()
+    required = list(properties)
     operation.kwarg_names = frozenset(properties)
     query = {name: query_param_schema(name, spec) for name, spec in operation.query_params.items()}
     paginate_by = getattr(operation.view, "paginate_by", None)
@@ -85,10 +83,7 @@ def operation_schema(operation: ViewOperation, origin: str) -> dict[str, Any]:
         properties[name] = schema
     operation.query_names = frozenset(query)
     operation.body_names = frozenset(body)
-    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        schema["required"] = required
-    return schema
+    return object_schema(properties, required)
 
 
 def call_view(operation: ViewOperation, arguments: Mapping[str, Any], context: InvocationContext) -> Any:
@@ -99,7 +94,6 @@ def call_view(operation: ViewOperation, arguments: Mapping[str, Any], context: I
         context, operation.method.upper(), operation.route.url_name, kwargs, query,
         body if operation.method == "post" else None, form_encoded=True,
     )
-    request.user = context.principal.user
     response = operation.route.callback(request, **kwargs)
     location = redirect_location(response)
     if location is not None:
@@ -107,7 +101,9 @@ def call_view(operation: ViewOperation, arguments: Mapping[str, Any], context: I
             raise AccessDenied("This page needs a signed-in user with access to it.")
         return {"status": response.status_code, "redirect": location}
     _raise_for_form_errors(response)
-    data = content_of(response, operation.html) if response.status_code < 400 else None
+    data = getattr(response, "data", None)  # a DRF view's data, before rendering
+    if data is None and response.status_code < 400:
+        data = content_of(response, operation.html)
     raise_for_status(response, data if isinstance(data, Mapping) else None)
     return data
 

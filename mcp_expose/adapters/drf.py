@@ -16,6 +16,7 @@ from typing import Any
 
 from ..context import InvocationContext
 from ..errors import DeclarationError
+from ..schema import object_schema
 from .cursors import cursor_for_url, read_cursor
 from .field_schema import serializer_input_schema
 from .http import raise_for_status, view_request
@@ -95,11 +96,8 @@ def _serializer(view: Any, origin: str) -> Any:
 def operation_schema(operation: Operation, origin: str) -> dict[str, Any]:
     """Arguments: URL keywords, then query parameters (filters, pagination, cursor), then body fields."""
     view = _view_instance(operation)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for name, schema in operation.route.kwargs.items():
-        properties[name] = {**schema, "description": f"The {name} in the URL."}
-        required.append(name)
+    properties = operation.route.kwarg_properties()
+    required = list(properties)
     operation.kwarg_names = frozenset(properties)
     query: dict[str, Any] = {}
     is_list = operation.method == "get" and not operation.is_detail
@@ -126,10 +124,7 @@ def operation_schema(operation: Operation, origin: str) -> dict[str, Any]:
         required.extend(name for name in serializer_schema.get("required", []) if name not in required)
     _merge(properties, body, origin, "serializer field")
     operation.body_names = frozenset(body)
-    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        schema["required"] = required
-    return schema
+    return object_schema(properties, required)
 
 
 def _filterset_parameters(backend: Any, view: Any) -> dict[str, Any] | None:
@@ -213,8 +208,6 @@ def call_operation(operation: Operation, arguments: Mapping[str, Any], context: 
         context, operation.method.upper(), operation.route.url_name, kwargs, query,
         body if operation.method in BODY_METHODS else None,
     )
-    request._force_auth_user = context.principal.user  # type: ignore[attr-defined]
-    request._force_auth_token = context.principal.credential  # type: ignore[attr-defined]
     response = operation.route.callback(request, **kwargs)
     data = getattr(response, "data", None)
     raise_for_status(response, data)

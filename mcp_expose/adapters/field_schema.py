@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import DeclarationError
+from ..schema import object_schema
 
 MAX_NESTING = 10
 
@@ -30,10 +31,7 @@ def serializer_input_schema(serializer: Any, *, partial: bool = False, origin: s
         properties[name] = schema
         if field.required and not partial:
             required.append(name)
-    result: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        result["required"] = required
-    return result
+    return object_schema(properties, required)
 
 
 def drf_field_schema(field: Any, *, origin: str, depth: int) -> dict[str, Any] | None:
@@ -97,10 +95,7 @@ def form_input_schema(form_class: Any, *, origin: str) -> dict[str, Any]:
         properties[name] = schema
         if field.required:
             required.append(name)
-    result: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        result["required"] = required
-    return result
+    return object_schema(properties, required)
 
 
 def django_field_schema(field: Any) -> dict[str, Any] | None:

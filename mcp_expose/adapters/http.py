@@ -66,6 +66,10 @@ def view_request(
             request.POST = QueryDict(payload)
     if context.client_address:
         request.META["REMOTE_ADDR"] = context.client_address
+    # The caller, for Django views (request.user) and DRF views (their authentication result).
+    request.user = context.principal.user
+    request._force_auth_user = context.principal.user  # type: ignore[attr-defined]
+    request._force_auth_token = context.principal.credential  # type: ignore[attr-defined]
     # The caller authenticated with a bearer credential, not a browser cookie: CSRF does not apply.
     request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
     _attach_session_and_messages(request)

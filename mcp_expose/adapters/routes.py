@@ -28,6 +28,10 @@ class Route:
     template: str  # the readable route, e.g. "api/books/<pk>/"
     kwargs: dict[str, dict[str, Any]]  # keyword argument → JSON schema
 
+    def kwarg_properties(self) -> dict[str, dict[str, Any]]:
+        """The URL keyword arguments as required tool arguments."""
+        return {name: {**schema, "description": f"The {name} in the URL."} for name, schema in self.kwargs.items()}
+
     @property
     def segments(self) -> list[str]:
         """The literal path segments, e.g. ["api", "books"]."""

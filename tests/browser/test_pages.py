@@ -16,7 +16,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from ..live import LIVE_SETTINGS, ROOT, LiveServer, jsonrpc_body, modern_headers, prepare_demo, run_server
+from ..live import ROOT, LiveServer, jsonrpc_body, modern_headers
 from ..oauth_client import REDIRECT_URI, authorize_params, exchange_code, pkce_pair, register_client
 
 pytestmark = [pytest.mark.live, pytest.mark.browser]
@@ -30,16 +30,13 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    data_dir = tmp_path_factory.mktemp("browser")
-    prepare_demo(data_dir)
-    return data_dir
+def data(module_data: Path) -> Path:
+    return module_data
 
 
 @pytest.fixture(scope="module")
-def server(data: Path) -> Iterator[LiveServer]:
-    with run_server(data, **LIVE_SETTINGS) as live:
-        yield live
+def server(module_server: LiveServer) -> LiveServer:
+    return module_server
 
 
 @pytest.fixture(scope="module")
