@@ -48,7 +48,7 @@ def admin_key(demo_data: tuple[Path, str]) -> str:
 
 
 @pytest.fixture(scope="module")
-def module_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh demo database for one test module that changes state."""
     data_dir = tmp_path_factory.mktemp("module")
     prepare_demo(data_dir)
@@ -56,7 +56,13 @@ def module_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def module_server(module_data: Path) -> Iterator[LiveServer]:
+def server(data: Path) -> Iterator[LiveServer]:
     """A live server on that database, with the test settings (toolbox tools, switches)."""
-    with run_server(module_data, **LIVE_SETTINGS) as live:
+    with run_server(data, **LIVE_SETTINGS) as live:
         yield live
+
+
+@pytest.fixture(scope="module")
+def key(data: Path) -> str:
+    """The demo administrator's API key in that database."""
+    return (data / "demo-api-key.txt").read_text().strip()

@@ -25,21 +25,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.live]
 LIVE = LIVE_SETTINGS
 
 
-@pytest.fixture(scope="module")
-def data(module_data: Path) -> Path:
-    return module_data
-
-
-@pytest.fixture(scope="module")
-def server(module_server: LiveServer) -> LiveServer:
-    return module_server
-
-
-@pytest.fixture(scope="module")
-def key(data: Path) -> str:
-    return (data / "demo-api-key.txt").read_text().strip()
-
-
 def shell(data: Path, code: str) -> str:
     return manage(data, "shell", "-c", code).stdout.strip().splitlines()[-1]
 

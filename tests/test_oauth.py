@@ -32,17 +32,6 @@ from .oauth_client import (
 pytestmark = [pytest.mark.live]
 
 
-
-@pytest.fixture(scope="module")
-def oauth_data(module_data: Path) -> Path:
-    return module_data
-
-
-@pytest.fixture(scope="module")
-def server(module_server: LiveServer) -> LiveServer:
-    return module_server
-
-
 @pytest.fixture(scope="module")
 def resource(server: LiveServer) -> str:
     return server.mcp_url
@@ -265,7 +254,7 @@ def test_a_registration_token_is_not_a_bearer_for_mcp(server: LiveServer) -> Non
 
 
 def test_revoked_and_expired_tokens_are_refused(
-    server: LiveServer, oauth_data: Path, reader: Browser, client_id: str, resource: str
+    server: LiveServer, data: Path, reader: Browser, client_id: str, resource: str
 ) -> None:
     revoked = obtain_token(reader, server.base_url, client_id, "mcp", resource)
     assert call(server, revoked["access_token"], "tools/list").status_code == 200
@@ -277,7 +266,7 @@ def test_revoked_and_expired_tokens_are_refused(
 
     expired = obtain_token(reader, server.base_url, client_id, "mcp", resource)
     manage(
-        oauth_data, "shell", "-c",
+        data, "shell", "-c",
         "import hashlib; from datetime import timedelta; from django.utils import timezone;"
         "from oauth2_provider.models import AccessToken;"
         f"AccessToken.objects.filter(token_checksum=hashlib.sha256({expired['access_token']!r}.encode()).hexdigest())"
@@ -286,15 +275,15 @@ def test_revoked_and_expired_tokens_are_refused(
     assert call(server, expired["access_token"], "tools/list").status_code == 401
 
 
-def test_tokens_of_inactive_users_are_refused(server: LiveServer, oauth_data: Path, client_id: str, resource: str) -> None:
+def test_tokens_of_inactive_users_are_refused(server: LiveServer, data: Path, client_id: str, resource: str) -> None:
     manage(
-        oauth_data, "shell", "-c",
+        data, "shell", "-c",
         "from django.contrib.auth.models import User; User.objects.create_user('leaver', password='leaver')",
     )
     with Browser.logged_in(server.base_url, "leaver", "leaver") as leaver:
         token = obtain_token(leaver, server.base_url, client_id, "mcp", resource)
     assert call(server, token["access_token"], "tools/list").status_code == 200
-    manage(oauth_data, "shell", "-c", "from django.contrib.auth.models import User; User.objects.filter(username='leaver').update(is_active=False)")
+    manage(data, "shell", "-c", "from django.contrib.auth.models import User; User.objects.filter(username='leaver').update(is_active=False)")
     assert call(server, token["access_token"], "tools/list").status_code == 401
 
 
@@ -329,10 +318,10 @@ def test_a_token_acting_for_no_user_is_refused(server: LiveServer) -> None:
 
 
 def test_a_token_without_the_base_scope_is_asked_to_step_up(
-    server: LiveServer, oauth_data: Path, client_id: str
+    server: LiveServer, data: Path, client_id: str
 ) -> None:
     token = manage(
-        oauth_data, "shell", "-c",
+        data, "shell", "-c",
         "from datetime import timedelta; from django.utils import timezone; from django.contrib.auth.models import User;"
         "from oauth2_provider.models import AccessToken, Application;"
         f"app = Application.objects.get(client_id={client_id!r});"
@@ -357,12 +346,12 @@ def test_a_tool_needing_a_permission_the_user_lacks_is_unknown_not_a_challenge(
 
 
 def test_a_per_client_allow_list(
-    server: LiveServer, oauth_data: Path, reader: Browser, client_id: str, resource: str, read_token: dict[str, Any]
+    server: LiveServer, data: Path, reader: Browser, client_id: str, resource: str, read_token: dict[str, Any]
 ) -> None:
     favoured = register_client(server.base_url, "Favoured")["client_id"]
     favoured_token = obtain_token(reader, server.base_url, favoured, "mcp library:read", resource)["access_token"]
     manage(
-        oauth_data, "shell", "-c",
+        data, "shell", "-c",
         "from mcp_expose.models import ExposedTool; from oauth2_provider.models import Application;"
         "row = ExposedTool.objects.get(key='library.popular_authors');"
         f"row.allowed_clients.set([Application.objects.get(client_id={favoured!r})])",
@@ -374,18 +363,17 @@ def test_a_per_client_allow_list(
         assert refused.status_code == 400 and refused.json()["error"]["code"] == -32602
     finally:
         manage(
-            oauth_data, "shell", "-c",
+            data, "shell", "-c",
             "from mcp_expose.models import ExposedTool; ExposedTool.objects.get(key='library.popular_authors').allowed_clients.clear()",
         )
 
 
-def test_api_keys_keep_working_beside_oauth(server: LiveServer, oauth_data: Path) -> None:
-    key = (oauth_data / "demo-api-key.txt").read_text().strip()
+def test_api_keys_keep_working_beside_oauth(server: LiveServer, key: str) -> None:
     assert "library.borrow_book" in tool_names(call(server, key, "tools/list"))
 
 
-def test_hidden_tools_answer_exactly_like_unknown_ones(oauth_data: Path, client_id: str) -> None:
-    with run_server(oauth_data, MCP_TEST_HIDE_FORBIDDEN_TOOLS="1", **LIVE_SETTINGS) as hidden:
+def test_hidden_tools_answer_exactly_like_unknown_ones(data: Path, client_id: str) -> None:
+    with run_server(data, MCP_TEST_HIDE_FORBIDDEN_TOOLS="1", **LIVE_SETTINGS) as hidden:
         with Browser.logged_in(hidden.base_url, "reader", "reader") as browser:
             token = obtain_token(browser, hidden.base_url, client_id, "mcp library:read", hidden.mcp_url)
         token = token["access_token"]
@@ -404,7 +392,7 @@ def test_denying_consent_issues_no_code(server: LiveServer, reader: Browser, cli
 
 
 def test_tools_see_the_token_as_request_auth(
-    server: LiveServer, read_token: dict[str, Any], client_id: str, oauth_data: Path
+    server: LiveServer, read_token: dict[str, Any], client_id: str, key: str
 ) -> None:
     response = call(server, read_token["access_token"], "tools/call", {"name": "library.whoami", "arguments": {}})
     assert json.loads(response.json()["result"]["content"][0]["text"]) == {
@@ -413,7 +401,6 @@ def test_tools_see_the_token_as_request_auth(
         "client_id": client_id,
         "scopes": ["library:read", "mcp"],
     }
-    key = (oauth_data / "demo-api-key.txt").read_text().strip()
     with_key = call(server, key, "tools/call", {"name": "library.whoami", "arguments": {}})
     assert with_key.json()["result"]["structuredContent"]["credential"] == "ApiKey"
 
@@ -495,8 +482,8 @@ async def test_the_sdk_client_registers_signs_in_and_steps_up_by_itself(server: 
     assert borrowed.structured_content["book"] == "Small Gods" and not returned.is_error
 
 
-def test_the_demo_script_client_uses_client_credentials(server: LiveServer, oauth_data: Path) -> None:
-    client_id, client_secret = (oauth_data / "demo-oauth-client.txt").read_text().split()
+def test_the_demo_script_client_uses_client_credentials(server: LiveServer, data: Path) -> None:
+    client_id, client_secret = (data / "demo-oauth-client.txt").read_text().split()
     response = httpx2.post(
         server.base_url + "/o/token/",
         data={"grant_type": "client_credentials", "scope": "library:write", "resource": server.mcp_url},
@@ -512,7 +499,7 @@ def test_the_demo_script_client_uses_client_credentials(server: LiveServer, oaut
     }
 
 
-def test_mcp_doctor_passes_a_good_deployment_and_fails_a_bad_url(server: LiveServer, oauth_data: Path) -> None:
+def test_mcp_doctor_passes_a_good_deployment_and_fails_a_bad_url(server: LiveServer, data: Path) -> None:
     import subprocess
     import sys
 
@@ -521,7 +508,7 @@ def test_mcp_doctor_passes_a_good_deployment_and_fails_a_bad_url(server: LiveSer
     def doctor(url: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, str(ROOT / "manage.py"), "mcp_doctor", url],
-            env=demo_env(oauth_data), cwd=ROOT, capture_output=True, text=True, timeout=60,
+            env=demo_env(data), cwd=ROOT, capture_output=True, text=True, timeout=60,
         )
 
     good = doctor(server.mcp_url)
@@ -543,14 +530,14 @@ def test_batches_and_sessionless_methods_are_refused(server: LiveServer, read_to
 
 
 def test_tokens_are_stored_hashed_and_responses_carry_iss(
-    server: LiveServer, oauth_data: Path, reader: Browser, client_id: str, resource: str
+    server: LiveServer, data: Path, reader: Browser, client_id: str, resource: str
 ) -> None:
     verifier, challenge = pkce_pair()
     redirect = reader.approve(authorize_params(client_id, "mcp", challenge, resource))
     assert redirect["iss"] == [server.base_url + "/o"]  # RFC 9207
     token = exchange_code(server.base_url, client_id, redirect["code"][0], verifier, resource).json()
     stored = manage(
-        oauth_data, "shell", "-c",
+        data, "shell", "-c",
         "import hashlib; from oauth2_provider.models import AccessToken, RefreshToken;"
         f"t = AccessToken.objects.get(token_checksum=hashlib.sha256({token['access_token']!r}.encode()).hexdigest());"
         "print(repr(t.token), repr(RefreshToken.objects.get(access_token=t).token))",

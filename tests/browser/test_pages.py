@@ -30,21 +30,6 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture(scope="module")
-def data(module_data: Path) -> Path:
-    return module_data
-
-
-@pytest.fixture(scope="module")
-def server(module_server: LiveServer) -> LiveServer:
-    return module_server
-
-
-@pytest.fixture(scope="module")
-def key(data: Path) -> str:
-    return (data / "demo-api-key.txt").read_text().strip()
-
-
-@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
