@@ -14,7 +14,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from .conf import get_settings
-from .db import close_stale_connections
+from .db import tidies_connections
 from .principal import Principal, anonymous_principal, principal_for_user
 from .scopes import expand_scopes
 
@@ -64,19 +64,20 @@ def authenticate(
         return WRONG_SCHEME
     if not token:
         return INVALID_TOKEN
-    close_stale_connections()
-    try:
-        from django.apps import apps
+    return _authenticate_bearer(token, resource)
 
-        from .models import ApiKey
 
-        if ApiKey.prefix_of(token) is not None or resource is None or not apps.is_installed("oauth2_provider"):
-            return authenticate_api_key(token)
-        from .oauth.verifier import authenticate_access_token
+@tidies_connections
+def _authenticate_bearer(token: str, resource: str | None) -> Principal | AuthFailure:
+    from django.apps import apps
 
-        return authenticate_access_token(token, resource)
-    finally:
-        close_stale_connections()
+    from .models import ApiKey
+
+    if ApiKey.prefix_of(token) is not None or resource is None or not apps.is_installed("oauth2_provider"):
+        return authenticate_api_key(token)
+    from .oauth.verifier import authenticate_access_token
+
+    return authenticate_access_token(token, resource)
 
 
 def authenticate_api_key(secret: str) -> Principal | AuthFailure:

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from .catalog import ToolEntry
 from .conf import get_settings
-from .db import close_stale_connections
+from .db import tidies_connections
 from .errors import AccessDenied, ToolError
 from .principal import Principal
 
@@ -97,11 +97,11 @@ def _expiry() -> Any:
     return timezone.now() + timedelta(seconds=get_settings().CONFIRMATION_TTL)
 
 
+@tidies_connections
 def ask_in_client(entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any]) -> ConfirmationPrompt:
     """Record a pending question and return the form for the client. Sync: writes a row."""
     from .models import Confirmation
 
-    close_stale_connections()
     text = summary(entry, arguments)
     confirmation = Confirmation.objects.create(
         channel=Confirmation.Channel.ELICITATION,
@@ -121,6 +121,7 @@ def ask_in_client(entry: ToolEntry, principal: Principal, arguments: Mapping[str
     )
 
 
+@tidies_connections
 def answer_from_client(
     entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], state: str, accepted: bool
 ) -> bool:
@@ -131,7 +132,6 @@ def answer_from_client(
     """
     from .models import Confirmation
 
-    close_stale_connections()
     try:
         confirmation_id = uuid.UUID(json.loads(state)[STATE_KEY])
     except (ValueError, KeyError, TypeError):
@@ -152,6 +152,7 @@ def answer_from_client(
     return accepted
 
 
+@tidies_connections
 def check_approval_page(
     entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], base_url: str
 ) -> None:
@@ -162,7 +163,6 @@ def check_approval_page(
     """
     from .models import Confirmation
 
-    close_stale_connections()
     user = _user(principal)
     digest = arguments_digest(arguments)
     now = timezone.now()

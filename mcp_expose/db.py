@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
 from django.db import connections
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def close_stale_connections() -> None:
@@ -15,3 +22,21 @@ def close_stale_connections() -> None:
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:
             connection.close_if_unusable_or_obsolete()
+
+
+def tidies_connections(func: Callable[P, R]) -> Callable[P, R]:
+    """Wrap a sync unit of database work in connection upkeep on both sides.
+
+    Closing afterwards matters as much as before: a worker thread must not keep
+    an idle connection until its next job (or until the thread dies, unclosed).
+    """
+
+    @functools.wraps(func)
+    def tidied(*args: P.args, **kwargs: P.kwargs) -> R:
+        close_stale_connections()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            close_stale_connections()
+
+    return tidied

@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from .catalog import ToolEntry
 from .content import as_bundle
 from .context import InvocationContext
-from .db import close_stale_connections
+from .db import tidies_connections
 from .results import to_json_value
 
 
@@ -101,34 +101,30 @@ def _call_target(entry: ToolEntry, arguments: Mapping[str, Any], context: Invoca
     return capability.target(**arguments, **_injected(entry, context))
 
 
+@tidies_connections
 def _call_sync(
     entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext, state: Abandonment
 ) -> Any:
-    # MCP traffic never passes Django's request signals, so connection upkeep is done here.
-    close_stale_connections()
-    try:
-        with connection.execute_wrapper(_refuse_when_abandoned(state)):
-            # Whether it writes is the code's declaration: an admin's hint for clients must not drop the transaction.
-            if entry.capability.annotations.read_only:
-                value = _project(entry, _call_target(entry, arguments, context))
-                if state.abandoned:
-                    raise CallAbandoned("the caller stopped waiting for this call")
-                return value
-            atomic = transaction.atomic()
-            atomic.__enter__()
-            try:
-                value = _project(entry, _call_target(entry, arguments, context))
-            except BaseException as exc:
-                atomic.__exit__(type(exc), exc, exc.__traceback__)
-                raise
-            try:
-                state.commit(atomic)
-            except CallAbandoned as exc:
-                atomic.__exit__(type(exc), exc, exc.__traceback__)
-                raise
+    with connection.execute_wrapper(_refuse_when_abandoned(state)):
+        # Whether it writes is the code's declaration: an admin's hint for clients must not drop the transaction.
+        if entry.capability.annotations.read_only:
+            value = _project(entry, _call_target(entry, arguments, context))
+            if state.abandoned:
+                raise CallAbandoned("the caller stopped waiting for this call")
             return value
-    finally:
-        close_stale_connections()
+        atomic = transaction.atomic()
+        atomic.__enter__()
+        try:
+            value = _project(entry, _call_target(entry, arguments, context))
+        except BaseException as exc:
+            atomic.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        try:
+            state.commit(atomic)
+        except CallAbandoned as exc:
+            atomic.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        return value
 
 
 async def invoke(entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext) -> Any:

@@ -299,3 +299,18 @@ def test_a_usage_log_that_cannot_be_written_never_fails_the_call(caplog: pytest.
     record = caplog.records[-1]
     assert "Could not write the usage row for library.echo (outcome ok" in record.getMessage()
     assert "after 3 attempts" in record.getMessage() and record.exc_info is not None
+
+
+def test_a_unit_of_database_work_leaves_no_connection_behind(confirmed_entry: Any, transactional_db: None) -> None:
+    """A worker thread must not hold an idle connection after its job (nor drop it unclosed when it dies)."""
+    from django.db import connection
+
+    caller = principal_for_user(User.objects.create_user("tidy", password="pw"), frozenset(), "api_key")
+    connection.ensure_connection()
+    prompt = ask_in_client(confirmed_entry, caller, {"target": "x"})
+    assert connection.connection is None
+    assert answer_from_client(confirmed_entry, caller, {"target": "x"}, prompt.request_state, True) is True
+    assert connection.connection is None
+    with pytest.raises(ConfirmationRequired):
+        check_approval_page(confirmed_entry, caller, {"target": "y"}, "http://mcp.example")
+    assert connection.connection is None
