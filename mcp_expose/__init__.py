@@ -15,7 +15,10 @@ __all__ = [
     "Principal",
     "ToolError",
     "Audio",
+    "Elicit",
     "EmbeddedResource",
+    "ListRoots",
+    "Sample",
     "Image",
     "ModelTools",
     "ResourceLink",
@@ -28,6 +31,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .asking import Elicit, ListRoots, Sample
     from .content import Audio, EmbeddedResource, Image, ResourceLink, Text
     from .context import InvocationContext
     from .declare import tool
@@ -43,6 +47,9 @@ _LAZY = {
     "ModelTools": ".declare_models",
     "resource": ".declare_resources",
     "prompt": ".declare_resources",
+    "Elicit": ".asking",
+    "Sample": ".asking",
+    "ListRoots": ".asking",
     "Text": ".content",
     "Image": ".content",
     "Audio": ".content",

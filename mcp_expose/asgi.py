@@ -40,9 +40,12 @@ from .oauth.resource import (
 )
 from .principal import Principal
 from .server import CATALOG_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, build_server
+from .sessions import RecentEvents
 from .stepup import may_be_tool_call, missing_scopes, tool_call_name
 
 logger = logging.getLogger("mcp_expose.asgi")
+# How soon a 2025-11-25 client reconnects to a stream the server closed (SSE `retry`), in milliseconds.
+LEGACY_RETRY_MS = 500
 
 
 def get_asgi_application(django_app: ASGIApp | None = None) -> McpExposeASGI:
@@ -62,11 +65,14 @@ class McpExposeASGI:
         self.path = conf.PATH.rstrip("/")
         self.bus = InMemorySubscriptionBus()
         self.relay = ChangeRelay(self.bus)
+        stateful = conf.LEGACY_SESSIONS
         self.manager = StreamableHTTPSessionManager(
-            app=build_server(provider=self.provider, subscription_bus=self.bus),
+            app=build_server(provider=self.provider, subscription_bus=self.bus, stateful_legacy=stateful),
             json_response=conf.JSON_RESPONSE,
-            # The legacy (2025-11-25) path runs stateless too: any worker can answer any request.
-            stateless=True,
+            # By default the legacy (2025-11-25) path runs stateless too: any worker can answer any request.
+            stateless=not stateful,
+            event_store=RecentEvents() if stateful else None,
+            retry_interval=LEGACY_RETRY_MS if stateful else None,
             # Host and Origin are checked by our edge against Django's settings.
             security_settings=None,
             max_request_body_size=conf.MAX_REQUEST_BODY_SIZE,
@@ -134,6 +140,7 @@ class McpExposeASGI:
             group.cancel_scope.cancel()
 
     async def _serve_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope = _without_outer_whitespace(scope)
         headers = _headers(scope)
         scheme = scope.get("scheme", "http")
         refusal = check_request(scheme, headers)
@@ -198,6 +205,18 @@ class McpExposeASGI:
         if isinstance(result, AuthFailure):
             return result, None
         return result, self.provider.get_sync()
+
+
+def _without_outer_whitespace(scope: Scope) -> Scope:
+    """Header values without the optional whitespace around them (RFC 9110 5.5), which some servers'
+    parsers keep: `Mcp-Name:  x ` names the tool `x`, for us and for the SDK's header checks."""
+    raw = scope.get("headers", [])
+    if not any(value[:1] in WHITESPACE or value[-1:] in WHITESPACE for _, value in raw):
+        return scope
+    return {**scope, "headers": [(name, value.strip(b" \t")) for name, value in raw]}
+
+
+WHITESPACE = (b" ", b"\t")
 
 
 def _headers(scope: Scope) -> dict[str, str]:

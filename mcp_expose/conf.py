@@ -58,6 +58,12 @@ DEFAULTS: dict[str, Any] = {
     "CONFIRMATION_TTL": 600,
     # Calls carry X-Agent-Depth; one deeper than this is refused before anything runs.
     "MAX_AGENT_DEPTH": 5,
+    # Serve 2025-11-25 clients with stateful sessions (Mcp-Session-Id) instead of statelessly. Sessions
+    # live in one process's memory, so this needs a single worker or sticky routing by session. It gives
+    # 2025-11-25 clients what needs a standing connection: questions to the client in the middle of a call
+    # (elicitation, sampling, roots), logging/setLevel, resource subscriptions and resumable streams.
+    # 2026-07-28 clients are stateless either way.
+    "LEGACY_SESSIONS": False,
     # Answer every MCP request as JSON instead of SSE. Off: SSE lets clients see progress and
     # lets a disconnect cancel a running call.
     "JSON_RESPONSE": False,

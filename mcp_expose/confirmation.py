@@ -15,13 +15,13 @@ import hashlib
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.urls import reverse
 from django.utils import timezone
 
+from .asking import Elicit, InputRequired, read_state, write_state
 from .catalog import ToolEntry
 from .conf import get_settings
 from .db import tidies_connections
@@ -29,7 +29,9 @@ from .errors import AccessDenied, ToolError
 from .principal import Principal
 
 CONFIRM_FIELD = "confirm"
+# Request-state entries: the question asked, and (once accepted) the confirmation later rounds rely on.
 STATE_KEY = "confirmation"
+CONFIRMED_KEY = "confirmed"
 
 
 class ConfirmationRequired(ToolError):
@@ -44,15 +46,6 @@ class ConfirmationDeclined(ToolError):
 
 class StaleConfirmation(Exception):
     """The confirmation in the request state was already answered or used: a replay."""
-
-
-@dataclass(frozen=True, slots=True)
-class ConfirmationPrompt:
-    """What the client must ask its user; rendered as an `input_required` result."""
-
-    message: str
-    requested_schema: Mapping[str, Any]
-    request_state: str
 
 
 def arguments_digest(arguments: Mapping[str, Any]) -> str:
@@ -98,8 +91,8 @@ def _expiry() -> Any:
 
 
 @tidies_connections
-def ask_in_client(entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any]) -> ConfirmationPrompt:
-    """Record a pending question and return the form for the client. Sync: writes a row."""
+def ask_in_client(entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any]) -> InputRequired:
+    """Record a pending question and return the form for the client to show. Sync: writes a row."""
     from .models import Confirmation
 
     text = summary(entry, arguments)
@@ -114,11 +107,8 @@ def ask_in_client(entry: ToolEntry, principal: Principal, arguments: Mapping[str
         arguments_digest=arguments_digest(arguments),
         expires_at=_expiry(),
     )
-    return ConfirmationPrompt(
-        message=text,
-        requested_schema=confirm_schema(entry),
-        request_state=json.dumps({STATE_KEY: str(confirmation.pk)}),
-    )
+    question = Elicit(message=text, schema=confirm_schema(entry))
+    return InputRequired({CONFIRM_FIELD: question}, write_state({STATE_KEY: str(confirmation.pk)}))
 
 
 @tidies_connections
@@ -132,24 +122,47 @@ def answer_from_client(
     """
     from .models import Confirmation
 
-    try:
-        confirmation_id = uuid.UUID(json.loads(state)[STATE_KEY])
-    except (ValueError, KeyError, TypeError):
-        raise StaleConfirmation("malformed state") from None
+    confirmation_id = _confirmation_id(state, STATE_KEY)
     now = timezone.now()
     status = Confirmation.Status.CONSUMED if accepted else Confirmation.Status.DECLINED
-    moved = Confirmation.objects.filter(
-        pk=confirmation_id,
-        channel=Confirmation.Channel.ELICITATION,
-        status=Confirmation.Status.PENDING,
-        user=_user(principal),
-        tool_key=entry.key,
-        arguments_digest=arguments_digest(arguments),
+    moved = _client_question(entry, principal, arguments, confirmation_id, Confirmation.Status.PENDING).filter(
         expires_at__gt=now,
     ).update(status=status, decided_at=now, used_at=now if accepted else None)
     if not moved:
         raise StaleConfirmation("not pending, expired, or not this caller's")
     return accepted
+
+
+@tidies_connections
+def continue_confirmed(entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], state: str) -> None:
+    """A later round of a confirmed call (the tool asked its client more): the confirmation named in
+    the sealed state must be this caller's accepted one, for this tool and these arguments, and recent."""
+    from .models import Confirmation
+
+    accepted_since = timezone.now() - timedelta(seconds=get_settings().CONFIRMATION_TTL)
+    confirmation_id = _confirmation_id(state, CONFIRMED_KEY)
+    accepted = _client_question(entry, principal, arguments, confirmation_id, Confirmation.Status.CONSUMED)
+    if not accepted.filter(used_at__gt=accepted_since).exists():
+        raise StaleConfirmation("no recent accepted confirmation of this call")
+
+
+def _client_question(
+    entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], confirmation_id: uuid.UUID, status: str
+) -> Any:
+    """The question asked in the client about exactly this call, by this caller, in `status`."""
+    from .models import Confirmation
+
+    return Confirmation.objects.filter(
+        pk=confirmation_id, channel=Confirmation.Channel.ELICITATION, status=status, user=_user(principal),
+        tool_key=entry.key, arguments_digest=arguments_digest(arguments),
+    )
+
+
+def _confirmation_id(state: str, key: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(read_state(state)[key])
+    except (ValueError, KeyError, TypeError):
+        raise StaleConfirmation("malformed state") from None
 
 
 @tidies_connections

@@ -6,7 +6,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .asking import Answer, ClientInput, Question
 from .chain import CallChain
+from .sessions import LOG_LEVELS
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -16,7 +18,14 @@ if TYPE_CHECKING:
 ProgressReporter = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
+LogSender = Callable[[str, Any], Awaitable[None]]
+
+
 async def no_progress(progress: float, total: float | None, message: str | None) -> None:
+    return None
+
+
+async def no_log(level: str, data: Any) -> None:
     return None
 
 
@@ -34,6 +43,9 @@ class InvocationContext:
     report_progress_callback: ProgressReporter = no_progress
     chain: CallChain = field(default_factory=CallChain)
     client_address: str | None = None
+    client: ClientInput = field(default_factory=ClientInput)
+    send_log: LogSender = no_log
+    close_stream_callback: Callable[[], Awaitable[None]] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -49,6 +61,40 @@ class InvocationContext:
         from asgiref.sync import async_to_sync
 
         async_to_sync(self.report_progress_callback)(progress, total, message)
+
+    async def ask(self, questions: Mapping[str, Question]) -> dict[str, Answer]:
+        """Ask the client (its user, its model, or for its roots) and return the answers by key.
+
+        On 2026-07-28 the call stops here and runs again from the top once the client has answered,
+        so do nothing irreversible before the last `ask`. See `mcp_expose.asking` for the details.
+        """
+        return await self.client.ask(questions)
+
+    def can_ask(self, question: Question) -> bool:
+        """Whether this connection can carry `question` and the client declared what it needs."""
+        return self.client.can_ask(question)
+
+    def ask_sync(self, questions: Mapping[str, Question]) -> dict[str, Answer]:
+        """`ask` for sync tools, which run in a worker thread."""
+        from asgiref.sync import async_to_sync
+
+        return async_to_sync(self.client.ask)(questions)
+
+    async def log(self, level: str, message: Any) -> None:
+        """Send a log message to the client: on 2026-07-28 only when the request asked for that level,
+        on 2025-11-25 at or above the level the client set."""
+        if level not in LOG_LEVELS:
+            raise ValueError(f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}.")
+        await self.send_log(level, message)
+
+    async def close_stream(self) -> bool:
+        """Close this call's SSE stream now and go on working: a 2025-11-25 client on a stateful
+        session reconnects and receives the rest (polling, SEP-1699). False when the connection
+        has no such stream (then nothing happens)."""
+        if self.close_stream_callback is None:
+            return False
+        await self.close_stream_callback()
+        return True
 
     def outbound_headers(self) -> dict[str, str]:
         """Headers for calling another MCP server from this tool: same conversation, one agent deeper.

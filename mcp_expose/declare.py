@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from django.apps import apps
@@ -11,7 +11,7 @@ from django.apps import apps
 from .errors import DeclarationError
 from .registry import Annotations, Capability, CapabilityRegistry
 from .registry import registry as default_registry
-from .schema import build_signature
+from .schema import build_signature, explicit_signature
 
 
 def tool(
@@ -33,6 +33,7 @@ def tool(
     timeout: float | None = None,
     max_result_bytes: int | None = None,
     log_argument_values: bool = False,
+    input_schema: Mapping[str, Any] | None = None,
     key: str | None = None,
     registry: CapabilityRegistry | None = None,
 ) -> Any:
@@ -46,6 +47,9 @@ def tool(
     `requires_confirmation` makes every call wait for a human's yes;
     `rate_limit` ("60/min"), `timeout` (seconds) and `max_result_bytes` bound
     each call; `log_argument_values` records argument values in the usage log.
+    `input_schema` replaces the schema read from type hints with a JSON Schema
+    served as written (for what type hints cannot say, such as conditionals);
+    the function then receives the validated arguments as keyword arguments.
     The function is returned unchanged.
     """
 
@@ -59,7 +63,8 @@ def tool(
             name=name or identity,
             kind="function",
             target=target,
-            source=build_signature(target, origin=origin),
+            source=build_signature(target, origin=origin) if input_schema is None
+            else explicit_signature(target, input_schema, origin=origin),
             origin=origin,
             title=title,
             description=inspect.cleandoc(description if description is not None else (target.__doc__ or "")),

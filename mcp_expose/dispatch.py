@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,11 +21,12 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 
 from . import confirmation, ratelimit, usage
+from .asking import ClientInput, Elicit, InputRequired, MissingClientCapability, read_state
 from .catalog import Catalog, ToolEntry
 from .chain import CallChain
-from .confirmation import ConfirmationPrompt, StaleConfirmation
+from .confirmation import StaleConfirmation
 from .content import ContentBundle
-from .context import InvocationContext, ProgressReporter, no_progress
+from .context import InvocationContext, LogSender, ProgressReporter, no_log, no_progress
 from .errors import AccessDenied, InvalidInput, NotFound, ToolError, UnknownTool
 from .invoke import ToolTimeout, invoke
 from .policy import decide
@@ -38,8 +39,10 @@ INTERNAL_MESSAGE = "The tool failed unexpectedly. Quote the incident id when rep
 # Outcome codes a usage row keeps; anticipated errors of other codes are recorded as "tool_error".
 RECORDED_CODES = frozenset({
     "invalid_input", "permission_denied", "not_found", "conflict", "rate_limited", "timeout",
-    "confirmation_required", "internal",
+    "confirmation_required", "input_required", "internal",
 })
+# Raised through the dispatcher to the transport, which answers them in protocol terms.
+CLIENT_QUESTIONS = (InputRequired, MissingClientCapability)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +66,12 @@ class ToolOutcome:
     entry: ToolEntry
     value: Any = None
     failure: ToolFailure | None = None
-    # Set when the client must ask its user first (2026-07-28 form elicitation).
-    prompt: ConfirmationPrompt | None = None
+    # Set when the client must answer questions first (2026-07-28): a confirmation, or the tool's own.
+    input_required: InputRequired | None = None
 
     @property
     def ok(self) -> bool:
-        return self.failure is None and self.prompt is None
+        return self.failure is None and self.input_required is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,14 +81,25 @@ class CallRequest:
     protocol_version: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     report_progress: ProgressReporter = no_progress
+    send_log: LogSender = no_log
+    # Closes this call's SSE stream for a polling client (2025-11-25 stateful sessions only).
+    close_stream: Callable[[], Awaitable[None]] | None = None
     chain: CallChain = field(default_factory=CallChain)
-    # Whether the client can answer a form in an `input_required` result on this request.
-    can_elicit: bool = False
-    input_responses: Mapping[str, Any] | None = None
+    # How this call may ask its client for input, and the answers it already has.
+    client: ClientInput = field(default_factory=ClientInput)
+    # The unsealed request state of a repeated call (None on a first round).
     request_state: str | None = None
     # scheme://host of this server, for links (the approval page).
     base_url: str = ""
     client_address: str | None = None
+
+    @property
+    def can_elicit(self) -> bool:
+        """Whether the client can answer a form in an `input_required` result on this request."""
+        return self.client.rounds and not self.client.missing_capabilities({"form": CONFIRM_QUESTION})
+
+
+CONFIRM_QUESTION = Elicit(message="", schema={})
 
 
 def invocation_context(entry: ToolEntry, principal: Principal, request: CallRequest) -> InvocationContext:
@@ -97,6 +111,9 @@ def invocation_context(entry: ToolEntry, principal: Principal, request: CallRequ
         report_progress_callback=request.report_progress,
         chain=request.chain,
         client_address=request.client_address,
+        client=request.client,
+        send_log=request.send_log,
+        close_stream_callback=request.close_stream,
     )
 
 
@@ -153,6 +170,9 @@ async def call_tool(
     except UnknownTool:
         record.outcome = "unknown_tool"
         raise
+    except MissingClientCapability:
+        record.outcome, record.error_code = "tool_error", "missing_client_capability"
+        raise
     except StaleConfirmation:
         record.outcome, record.error_code = "declined", "stale_confirmation"
         raise
@@ -166,8 +186,10 @@ async def call_tool(
 
 
 def _describe_outcome(record: usage.CallRecord, outcome: ToolOutcome) -> None:
-    if outcome.prompt is not None:
-        record.outcome = "confirmation_required"
+    if outcome.input_required is not None:
+        asked = outcome.input_required.questions
+        record.outcome = "confirmation_required" if confirmation.CONFIRM_FIELD in asked and \
+            outcome.entry.requires_confirmation else "input_required"
     elif outcome.failure is not None:
         code = outcome.failure.code
         record.error_code = code
@@ -195,9 +217,7 @@ async def _run(
                 )
         validated = entry.capability.signature.validate_arguments(arguments)
         if entry.requires_confirmation:
-            prompt = await _confirm(entry, principal, arguments, request)
-            if prompt is not None:
-                return ToolOutcome(entry, prompt=prompt)
+            await _confirm(entry, principal, arguments, request)
         value = await invoke(entry, validated, invocation_context(entry, principal, request))
         if isinstance(value, ContentBundle):
             if value.size > entry.max_result_bytes:
@@ -210,7 +230,9 @@ async def _run(
         return _refused(entry, "timeout", str(exc) + kept, {"timeout_seconds": exc.seconds})
     except ResultTooLarge as exc:
         return ToolOutcome(entry, failure=_unexpected(entry, exc, "its result is over the size limit"))
-    except StaleConfirmation:
+    except InputRequired as exc:
+        return ToolOutcome(entry, input_required=exc)
+    except (StaleConfirmation, MissingClientCapability):
         raise
     except Exception as exc:  # noqa: BLE001  (the edge of the capability: everything else is a bug)
         return ToolOutcome(entry, failure=failure_for(entry, exc))
@@ -218,28 +240,33 @@ async def _run(
 
 async def _confirm(
     entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest
-) -> ConfirmationPrompt | None:
-    """None to run now; a prompt for the client to show; or a ToolError (required, declined)."""
-    if request.can_elicit:
-        if request.request_state is None:
-            return await sync_to_async(confirmation.ask_in_client, thread_sensitive=False)(entry, principal, arguments)
-        accepted = _accepted(request.input_responses)
-        ran = await sync_to_async(confirmation.answer_from_client, thread_sensitive=False)(
-            entry, principal, arguments, request.request_state, accepted
+) -> None:
+    """Return to run now; raise `InputRequired` for the form, or a ToolError (required, declined)."""
+    if not request.can_elicit:
+        await sync_to_async(confirmation.check_approval_page, thread_sensitive=False)(
+            entry, principal, arguments, request.base_url
         )
-        if not ran:
-            raise confirmation.ConfirmationDeclined("The user declined the call.")
-        return None
-    await sync_to_async(confirmation.check_approval_page, thread_sensitive=False)(
-        entry, principal, arguments, request.base_url
+        return
+    state = read_state(request.request_state)
+    if confirmation.CONFIRMED_KEY in state:
+        # A later round: the tool asked its client more after the person said yes.
+        await sync_to_async(confirmation.continue_confirmed, thread_sensitive=False)(
+            entry, principal, arguments, request.request_state
+        )
+        return
+    if confirmation.STATE_KEY not in state:
+        raise await sync_to_async(confirmation.ask_in_client, thread_sensitive=False)(entry, principal, arguments)
+    client = request.client
+    ran = await sync_to_async(confirmation.answer_from_client, thread_sensitive=False)(
+        entry, principal, arguments, request.request_state, _accepted(client.answers.pop(confirmation.CONFIRM_FIELD, None))
     )
-    return None
+    if not ran:
+        raise confirmation.ConfirmationDeclined("The user declined the call.")
+    # Questions the tool asks next carry the accepted confirmation, not the answered question.
+    client.carried = {confirmation.CONFIRMED_KEY: state[confirmation.STATE_KEY]}
 
 
-def _accepted(responses: Mapping[str, Any] | None) -> bool:
-    answer = (responses or {}).get(confirmation.CONFIRM_FIELD)
-    if hasattr(answer, "model_dump"):
-        answer = answer.model_dump()
+def _accepted(answer: Any) -> bool:
     if not isinstance(answer, Mapping) or answer.get("action") != "accept":
         return False
     return (answer.get("content") or {}).get(confirmation.CONFIRM_FIELD) is True

@@ -352,6 +352,7 @@ class ToolCall(models.Model):
         TIMEOUT = "timeout", _("timeout")
         CANCELLED = "cancelled", _("cancelled")
         CONFIRMATION_REQUIRED = "confirmation_required", _("confirmation required")
+        INPUT_REQUIRED = "input_required", _("waiting for the client's answers")
         DECLINED = "declined", _("declined")
         UNKNOWN_TOOL = "unknown_tool", _("unknown tool")
         TOOL_ERROR = "tool_error", _("tool error")

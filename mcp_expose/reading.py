@@ -11,7 +11,8 @@ from asgiref.sync import sync_to_async
 
 from . import ratelimit
 from .catalog import Catalog, ToolEntry
-from .dispatch import CallRequest, ToolFailure, caller_identity, failure_for, invocation_context
+from .content import CONTENT_TYPES, ContentBundle, Text
+from .dispatch import CLIENT_QUESTIONS, CallRequest, ToolFailure, caller_identity, failure_for, invocation_context
 from .errors import McpExposeError
 from .invoke import ToolTimeout, invoke
 from .policy import decide
@@ -43,7 +44,12 @@ class ReadFailed(McpExposeError):
 @dataclass(frozen=True)
 class Message:
     role: str
-    text: str
+    # Text, or one content item (an image, audio, an embedded resource or a resource link).
+    content: Any
+
+    @property
+    def text(self) -> str | None:
+        return self.content if isinstance(self.content, str) else None
 
 
 async def _execute(entry: ToolEntry, values: Mapping[str, Any], principal: Principal, request: CallRequest) -> Any:
@@ -58,6 +64,8 @@ async def _execute(entry: ToolEntry, values: Mapping[str, Any], principal: Princ
         return await invoke(entry, values, invocation_context(entry, principal, request))
     except ToolTimeout as exc:
         raise ReadFailed(ToolFailure("timeout", str(exc))) from None
+    except CLIENT_QUESTIONS:
+        raise
     except Exception as exc:  # noqa: BLE001  (mapped to a safe failure, logged when unexpected)
         raise ReadFailed(failure_for(entry, exc)) from None
 
@@ -86,23 +94,31 @@ async def get_prompt(
 
 
 def messages(value: Any) -> list[Message]:
-    """A prompt's return value as messages: text is one user message; a list may mix text,
-    (role, text) pairs and {"role": ..., "content": ...} mappings."""
+    """A prompt's return value as messages: text or a content item is one user message; a list may mix
+    those with (role, content) pairs and {"role": ..., "content": ...} mappings."""
+    if isinstance(value, ContentBundle):  # a list holding content items, as the invoker hands it over
+        value = list(value.items)
     items = value if isinstance(value, list) else [value]
     result = []
     for item in items:
-        if isinstance(item, str):
-            result.append(Message("user", item))
+        if isinstance(item, (str, *CONTENT_TYPES)):
+            result.append(Message("user", _content(item)))
         elif isinstance(item, list | tuple) and len(item) == 2:
-            result.append(Message(str(item[0]), str(item[1])))
+            result.append(Message(str(item[0]), _content(item[1])))
         elif isinstance(item, Mapping) and "content" in item:
-            result.append(Message(str(item.get("role", "user")), str(item["content"])))
+            result.append(Message(str(item.get("role", "user")), _content(item["content"])))
         else:
             raise ReadFailed(ToolFailure("internal", "The prompt returned something that is not a message."))
     for message in result:
         if message.role not in ("user", "assistant"):
             raise ReadFailed(ToolFailure("internal", f"Prompt messages come from 'user' or 'assistant', not {message.role!r}."))
     return result
+
+
+def _content(value: Any) -> Any:
+    if isinstance(value, Text):
+        return value.text
+    return value if isinstance(value, CONTENT_TYPES) else str(value)
 
 
 async def complete(

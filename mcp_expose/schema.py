@@ -93,12 +93,14 @@ class SchemaSignature:
     output_adapter: TypeAdapter[Any] | None = None
     injections: Mapping[str, Injection] = MappingProxyType({})
 
-    def __init__(self, input_schema: dict[str, Any]) -> None:
+    def __init__(self, input_schema: dict[str, Any], injections: Mapping[str, Injection] | None = None) -> None:
         from jsonschema import Draft202012Validator
 
         Draft202012Validator.check_schema(input_schema)
         self.input_schema = freeze(input_schema)
         self._validator = Draft202012Validator(input_schema)
+        if injections:
+            self.injections = MappingProxyType(dict(injections))
 
     def validate_arguments(self, arguments: Mapping[str, Any] | None, *, strict: bool = True) -> dict[str, Any]:
         values = dict(arguments or {})
@@ -222,6 +224,32 @@ def build_signature(func: Callable[..., Any], *, origin: str) -> ToolSignature:
         arguments_model=model,
         output_adapter=output_adapter,
     )
+
+
+def explicit_signature(func: Callable[..., Any], input_schema: Mapping[str, Any], *, origin: str) -> SchemaSignature:
+    """A tool whose input schema is given as JSON Schema (2020-12) rather than read from type hints.
+
+    The schema is served exactly as written (`$defs`, `$ref`, composition and conditionals included)
+    and arguments are validated against it; the function receives them as keyword arguments, plus
+    whatever it asks to have injected.
+    """
+    from jsonschema.exceptions import SchemaError
+
+    if not isinstance(input_schema, Mapping) or input_schema.get("type") != "object":
+        raise DeclarationError(f"{origin}: input_schema must be a JSON Schema object with \"type\": \"object\".")
+    try:
+        hints = get_type_hints(func, include_extras=True)
+    except Exception as exc:  # NameError for unresolvable forward references, and the like.
+        raise DeclarationError(f"{origin}: cannot resolve its type hints ({exc}).") from exc
+    injections = {
+        param.name: injection
+        for param in inspect.signature(func).parameters.values()
+        if (injection := _injection_for(param.name, hints.get(param.name, inspect.Parameter.empty))) is not None
+    }
+    try:
+        return SchemaSignature(copy.deepcopy(dict(input_schema)), injections=injections)
+    except SchemaError as exc:
+        raise DeclarationError(f"{origin}: input_schema is not a valid JSON Schema ({exc.message}).") from None
 
 
 def _injection_for(name: str, annotation: Any) -> Injection | None:

@@ -16,18 +16,22 @@ from typing import Any
 import mcp_types as types
 from asgiref.sync import sync_to_async
 from mcp.server import Server, ServerRequestContext
+from mcp.server.connection import allowed_log_levels
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from . import __version__
+from .asking import Answer, BackChannel, ClientInput, InputRequired, MissingClientCapability, Question
 from .catalog import Catalog, CatalogProvider, ToolEntry
 from .catalog import provider as default_provider
 from .chain import InvalidChain, read_chain
 from .conf import get_settings
-from .confirmation import CONFIRM_FIELD, StaleConfirmation
+from .confirmation import StaleConfirmation
 from .content import Audio, ContentBundle, EmbeddedResource, Image, Text
+from .context import LogSender
 from .dispatch import CallRequest, ToolOutcome, call_tool
 from .errors import InvalidInput, UnknownTool
 from .oauth.resource import request_origin
@@ -37,6 +41,7 @@ from .reading import ReadFailed, UnknownPrompt, UnknownResource, complete, get_p
 from .requests import WITHHELD_HEADERS
 from .results import compact_json, structured
 from .schema import thaw
+from .sessions import SessionMemory
 from .uri_templates import is_template
 from .usage_report import count_list_call
 
@@ -99,15 +104,9 @@ def tool_definition(entry: ToolEntry) -> types.Tool:
 
 def render_outcome(outcome: ToolOutcome) -> types.CallToolResult | types.InputRequiredResult:
     """A dispatcher outcome as a `CallToolResult` (structured content plus the same JSON as text),
-    or the question a client must ask its user first."""
-    if outcome.prompt is not None:
-        form = types.ElicitRequestFormParams(
-            message=outcome.prompt.message, requested_schema=thaw(outcome.prompt.requested_schema)
-        )
-        return types.InputRequiredResult(
-            input_requests={CONFIRM_FIELD: types.ElicitRequest(params=form)},
-            request_state=outcome.prompt.request_state,
-        )
+    or the questions a client must answer first."""
+    if outcome.input_required is not None:
+        return outcome.input_required.as_result()
     if outcome.failure is not None:
         payload = {"error": outcome.failure.as_dict()}
         return types.CallToolResult(
@@ -152,13 +151,18 @@ def build_server(
     provider: CatalogProvider | None = None,
     base_url: str = "",
     subscription_bus: Any = None,
+    stateful_legacy: bool = False,
+    sessions: SessionMemory | None = None,
 ) -> Server[Any]:
     """A low-level SDK server serving the catalog through the dispatcher.
 
     `base_url` is used for links (approval pages) when there is no HTTP request to take it from (stdio).
+    `stateful_legacy` adds what only a 2025-11-25 session can use: `logging/setLevel` and resource
+    subscriptions (stdio, and HTTP with `LEGACY_SESSIONS`).
     """
     provider = provider if provider is not None else default_provider
     conf = get_settings()
+    sessions = sessions if sessions is not None else SessionMemory()
 
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
         _refuse_cursor(params)
@@ -167,24 +171,34 @@ def build_server(
         tools = [tool_definition(entry) for entry in visible_tools(catalog, principal)]
         return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
 
-    async def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
-        principal, catalog = await resolve(ctx)
+    def call_request(ctx: ServerRequestContext[Any], params: types.InputResponseRequestParams) -> CallRequest:
+        """Everything the dispatcher needs to know about this request beyond its name and arguments."""
         headers = _headers(ctx)
-        request = CallRequest(
+        client = ClientInput.for_round(
+            ctx.session.client_capabilities, params.request_state, params.input_responses,
+            rounds=ctx.protocol_version in MODERN_PROTOCOL_VERSIONS, back_channel=_back_channel(ctx),
+        )
+        return CallRequest(
             protocol_version=ctx.protocol_version,
             headers=headers,
             report_progress=ctx.session.report_progress,
+            send_log=_log_sender(ctx, sessions),
+            close_stream=ctx.close_sse_stream,
             chain=read_chain(headers),
-            can_elicit=_can_elicit(ctx),
-            input_responses=params.input_responses,
+            client=client,
             request_state=params.request_state,
             base_url=_base_url(ctx) or base_url,
             client_address=_client_address(ctx),
         )
+
+    async def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
+        principal, catalog = await resolve(ctx)
         try:
-            outcome = await call_tool(catalog, principal, params.name, params.arguments, request)
+            outcome = await call_tool(catalog, principal, params.name, params.arguments, call_request(ctx, params))
         except UnknownTool as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        except MissingClientCapability as exc:
+            raise _missing_capability(exc) from None
         except StaleConfirmation:
             raise MCPError(
                 code=types.INVALID_PARAMS,
@@ -217,7 +231,11 @@ def build_server(
         principal, catalog = await resolve(ctx)
         uri = str(params.uri)
         try:
-            entry, value = await read_resource(catalog, principal, uri, _call_request(ctx))
+            entry, value = await read_resource(catalog, principal, uri, call_request(ctx, params))
+        except InputRequired as exc:
+            return exc.as_result()
+        except MissingClientCapability as exc:
+            raise _missing_capability(exc) from None
         except UnknownResource:
             raise MCPError(code=types.INVALID_PARAMS, message="Resource not found", data={"uri": uri}) from None
         except InvalidInput as exc:
@@ -237,7 +255,11 @@ def build_server(
     async def get(ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams) -> Any:
         principal, catalog = await resolve(ctx)
         try:
-            entry, found = await get_prompt(catalog, principal, params.name, params.arguments, _call_request(ctx))
+            entry, found = await get_prompt(catalog, principal, params.name, params.arguments, call_request(ctx, params))
+        except InputRequired as exc:
+            return exc.as_result()
+        except MissingClientCapability as exc:
+            raise _missing_capability(exc) from None
         except UnknownPrompt as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         except InvalidInput as exc:
@@ -246,7 +268,7 @@ def build_server(
             raise _read_error(exc.failure, {"prompt": params.name}) from None
         return types.GetPromptResult(
             description=entry.description or None,
-            messages=[types.PromptMessage(role=m.role, content=types.TextContent(text=m.text)) for m in found],
+            messages=[types.PromptMessage(role=m.role, content=_message_content(m.content)) for m in found],
         )
 
     async def completion(ctx: ServerRequestContext[Any], params: types.CompleteRequestParams) -> Any:
@@ -260,10 +282,27 @@ def build_server(
         )
         return types.CompleteResult(completion=types.Completion(values=values, total=total, has_more=total > len(values)))
 
-    def _call_request(ctx: ServerRequestContext[Any]) -> CallRequest:
-        headers = _headers(ctx)
-        return CallRequest(protocol_version=ctx.protocol_version, headers=headers, chain=read_chain(headers),
-                           base_url=_base_url(ctx), client_address=_client_address(ctx))
+    async def set_log_level(ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams) -> Any:
+        """2025-11-25 only: later log messages to this session start at this level."""
+        sessions.get(_session_id(ctx)).log_level = params.level
+        return types.EmptyResult()
+
+    async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams) -> Any:
+        """2025-11-25 only: remember the subscription (a resource the caller can read)."""
+        principal, catalog = await resolve(ctx)
+        uri = str(params.uri)
+        found = catalog.find_resource(uri)
+        if found is None or not decide(principal, found[0]).allowed:
+            raise MCPError(code=types.INVALID_PARAMS, message="Resource not found", data={"uri": uri})
+        try:
+            sessions.subscribe(_session_id(ctx), uri)
+        except ValueError as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc), data={"uri": uri}) from None
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams) -> Any:
+        sessions.unsubscribe(_session_id(ctx), str(params.uri))
+        return types.EmptyResult()
 
     def input_schema_for(name: str) -> Mapping[str, Any] | None:
         # Used by the SDK only to check `Mcp-Param-*` headers; the last compiled catalog is enough.
@@ -287,6 +326,11 @@ def build_server(
         on_subscriptions_listen=ListenHandler(subscription_bus) if subscription_bus is not None else None,
         get_tool_input_schema=input_schema_for,
     )
+    if stateful_legacy:
+        # Registered directly: these 2025-11-25 methods are gone from 2026-07-28, where the SDK answers 404.
+        server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_log_level)
+        server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
+        server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
     server.middleware.append(refuse_bad_chains)
     server.middleware.append(RequestStateBoundary(request_state_security(), default_audience=conf.SERVER_NAME))
     return server
@@ -319,13 +363,47 @@ async def _count_listing() -> None:
         logger.exception("Could not count a tools/list call")
 
 
-def _can_elicit(ctx: ServerRequestContext[Any]) -> bool:
-    """A 2026-07-28 request from a client that can show forms (an empty elicitation capability means forms)."""
-    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-        return False
-    capabilities = ctx.session.client_capabilities
-    elicitation = capabilities.elicitation if capabilities is not None else None
-    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+def _missing_capability(exc: MissingClientCapability) -> MCPError:
+    return MCPError(code=types.MISSING_REQUIRED_CLIENT_CAPABILITY, message=str(exc), data=exc.error_data())
+
+
+def _back_channel(ctx: ServerRequestContext[Any]) -> BackChannel | None:
+    """On a 2025-11-25 connection that can carry server requests: send a question on this request's stream."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or not ctx.session.can_send_request:
+        return None
+    metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
+
+    async def send(question: Question) -> Answer:
+        return await ctx.session.send_request(question.as_request(), question.answer_type, metadata=metadata)
+
+    return send
+
+
+def _log_sender(ctx: ServerRequestContext[Any], sessions: SessionMemory) -> LogSender:
+    """Log messages ride this request's stream: on 2026-07-28 only at or above the level the request
+    asked for (none when it asked for none); on 2025-11-25 at or above the session's level."""
+    allowed = allowed_log_levels(ctx.protocol_version, ctx.meta)
+    session_id = _session_id(ctx)
+    legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+
+    async def send(level: str, data: Any) -> None:
+        if level not in allowed or (legacy and not sessions.allows(session_id, level)):
+            return
+        notification = types.LoggingMessageNotification(
+            params=types.LoggingMessageNotificationParams(level=level, data=data)
+        )
+        await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+
+    return send
+
+
+def _session_id(ctx: ServerRequestContext[Any]) -> str | None:
+    """The legacy session this request belongs to (None on stdio, which is one session)."""
+    return ctx.request.headers.get("mcp-session-id") if ctx.request is not None else None
+
+
+def _message_content(content: Any) -> Any:
+    return types.TextContent(text=content) if isinstance(content, str) else content_block(content)
 
 
 def _client_address(ctx: ServerRequestContext[Any]) -> str | None:

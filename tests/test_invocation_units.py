@@ -127,13 +127,13 @@ def owner(db: None) -> Any:
 def test_client_answers_are_single_use(confirmed_entry: Any, owner: Any) -> None:
     prompt = ask_in_client(confirmed_entry, owner, {"target": "x"})
     with pytest.raises(StaleConfirmation):
-        answer_from_client(confirmed_entry, owner, {"target": "y"}, prompt.request_state, True)
-    assert answer_from_client(confirmed_entry, owner, {"target": "x"}, prompt.request_state, True) is True
+        answer_from_client(confirmed_entry, owner, {"target": "y"}, prompt.state, True)
+    assert answer_from_client(confirmed_entry, owner, {"target": "x"}, prompt.state, True) is True
     with pytest.raises(StaleConfirmation):
-        answer_from_client(confirmed_entry, owner, {"target": "x"}, prompt.request_state, True)
+        answer_from_client(confirmed_entry, owner, {"target": "x"}, prompt.state, True)
     assert Confirmation.objects.get().status == "consumed"
     declined = ask_in_client(confirmed_entry, owner, {"target": "x"})
-    assert answer_from_client(confirmed_entry, owner, {"target": "x"}, declined.request_state, False) is False
+    assert answer_from_client(confirmed_entry, owner, {"target": "x"}, declined.state, False) is False
     assert Confirmation.objects.filter(status="declined").count() == 1
     with pytest.raises(StaleConfirmation):
         answer_from_client(confirmed_entry, owner, {"target": "x"}, '{"confirmation": "not-a-uuid"}', True)
@@ -143,7 +143,7 @@ def test_an_elapsed_client_question_cannot_be_answered(confirmed_entry: Any, own
     prompt = ask_in_client(confirmed_entry, owner, {"target": "x"})
     Confirmation.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
     with pytest.raises(StaleConfirmation):
-        answer_from_client(confirmed_entry, owner, {"target": "x"}, prompt.request_state, True)
+        answer_from_client(confirmed_entry, owner, {"target": "x"}, prompt.state, True)
 
 
 def test_anonymous_callers_cannot_confirm(confirmed_entry: Any, db: None) -> None:
@@ -309,7 +309,7 @@ def test_a_unit_of_database_work_leaves_no_connection_behind(confirmed_entry: An
     connection.ensure_connection()
     prompt = ask_in_client(confirmed_entry, caller, {"target": "x"})
     assert connection.connection is None
-    assert answer_from_client(confirmed_entry, caller, {"target": "x"}, prompt.request_state, True) is True
+    assert answer_from_client(confirmed_entry, caller, {"target": "x"}, prompt.state, True) is True
     assert connection.connection is None
     with pytest.raises(ConfirmationRequired):
         check_approval_page(confirmed_entry, caller, {"target": "y"}, "http://mcp.example")

@@ -40,7 +40,7 @@ class Command(BaseCommand):
             return principal, await sync_to_async(provider.get_sync, thread_sensitive=False)()
 
         bus = InMemorySubscriptionBus()
-        server = build_server(resolve=resolve, base_url=base_url, subscription_bus=bus)
+        server = build_server(resolve=resolve, base_url=base_url, subscription_bus=bus, stateful_legacy=True)
         async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as group:
             group.start_soon(ChangeRelay(bus).run)
             await server.run(read_stream, write_stream, server.create_initialization_options())

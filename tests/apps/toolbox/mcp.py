@@ -9,7 +9,7 @@ from django.db import connection
 from pydantic import Field
 
 import mcp_expose
-from mcp_expose import InvocationContext
+from mcp_expose import Elicit, InvocationContext
 from mcp_expose.outbound import mcp_client
 from project.library.models import Author
 
@@ -92,3 +92,13 @@ def launch_once(target: str) -> str:
     """Needs a person's yes, and runs at most once a minute per caller."""
     Author.objects.create(name=f"launched-once-{target}")
     return f"launched {target}"
+
+
+@mcp_expose.tool(requires_confirmation=True, destructive=False)
+async def launch_named(target: str, context: InvocationContext) -> str:
+    """Needs a person's yes, then asks the user to name the launch before it writes anything."""
+    form = {"type": "object", "properties": {"codename": {"type": "string"}}, "required": ["codename"]}
+    answer = (await context.ask({"codename": Elicit("Name this launch", form)}))["codename"]
+    codename = (answer.content or {}).get("codename", "") if answer.action == "accept" else ""
+    await Author.objects.acreate(name=f"launched-{target}-{codename}")
+    return f"launched {target} as {codename}"

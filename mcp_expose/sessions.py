@@ -1,0 +1,95 @@
+"""What a stateful 2025-11-25 session remembers, when `LEGACY_SESSIONS` is on.
+
+The 2026-07-28 path and the default stateless legacy path keep nothing between
+requests. A stateful legacy session (one process, or sticky routing) keeps, per
+session id: the log level set with `logging/setLevel`, the resources subscribed
+to, and the recent SSE events a reconnecting client may replay
+(`Last-Event-ID`). All of it is bounded and dies with the process.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+
+from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp_types import JSONRPCMessage
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+MAX_SESSIONS_REMEMBERED = 10_000
+MAX_SUBSCRIPTIONS_PER_SESSION = 1_000
+
+
+@dataclass(slots=True)
+class SessionState:
+    log_level: str = "debug"
+    subscriptions: set[str] = field(default_factory=set)
+
+
+class SessionMemory:
+    """Per-session state, least recently used first out past `MAX_SESSIONS_REMEMBERED`."""
+
+    def __init__(self, limit: int = MAX_SESSIONS_REMEMBERED) -> None:
+        self.limit = limit
+        self._states: OrderedDict[str | None, SessionState] = OrderedDict()
+
+    def get(self, session_id: str | None) -> SessionState:
+        state = self._states.pop(session_id, None) or SessionState()
+        self._states[session_id] = state
+        while len(self._states) > self.limit:
+            self._states.popitem(last=False)
+        return state
+
+    def allows(self, session_id: str | None, level: str) -> bool:
+        """Whether a message at `level` reaches this session (at or above the level it set)."""
+        threshold = self._states[session_id].log_level if session_id in self._states else "debug"
+        return LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold)
+
+    def subscribe(self, session_id: str | None, uri: str) -> None:
+        subscriptions = self.get(session_id).subscriptions
+        if len(subscriptions) >= MAX_SUBSCRIPTIONS_PER_SESSION and uri not in subscriptions:
+            raise ValueError(f"A session may subscribe to at most {MAX_SUBSCRIPTIONS_PER_SESSION} resources.")
+        subscriptions.add(uri)
+
+    def unsubscribe(self, session_id: str | None, uri: str) -> None:
+        self.get(session_id).subscriptions.discard(uri)
+
+
+class RecentEvents(EventStore):
+    """The last `per_stream` events of each SSE stream, for clients that reconnect with Last-Event-ID."""
+
+    def __init__(self, per_stream: int = 100, streams: int = 10_000) -> None:
+        self.per_stream = per_stream
+        self.streams = streams
+        self._counter = itertools.count(1)
+        self._events: OrderedDict[StreamId, deque[tuple[int, JSONRPCMessage | None]]] = OrderedDict()
+        self._stream_of: dict[int, StreamId] = {}
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        number = next(self._counter)
+        events = self._events.pop(stream_id, None) or deque()
+        if len(events) == self.per_stream:
+            dropped, _ = events.popleft()
+            self._stream_of.pop(dropped, None)
+        events.append((number, message))
+        self._events[stream_id] = events
+        self._stream_of[number] = stream_id
+        while len(self._events) > self.streams:
+            _, forgotten = self._events.popitem(last=False)
+            for old, _ in forgotten:
+                self._stream_of.pop(old, None)
+        return str(number)
+
+    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+        try:
+            after = int(last_event_id)
+        except ValueError:
+            return None
+        stream_id = self._stream_of.get(after)
+        if stream_id is None:
+            return None
+        for number, message in self._events.get(stream_id, ()):
+            if number > after and message is not None:  # None marks a priming event
+                await send_callback(EventMessage(message, str(number)))
+        return stream_id

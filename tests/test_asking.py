@@ -1,0 +1,200 @@
+"""Tools that ask their client (a form, a completion, the roots): the same code in both protocol eras.
+
+Live uvicorn servers with the conformance fixtures, driven by the official SDK client: 2026-07-28
+answers arrive as repeated calls carrying sealed state; 2025-11-25 stateful sessions answer real
+server-to-client requests mid-call; the default stateless legacy path says plainly that it cannot ask.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+from .live import LIVE_SETTINGS, LiveServer, jsonrpc_body, modern_headers, prepare_demo, run_server
+from .test_invocation import authors_named
+
+pytestmark = pytest.mark.anyio
+CONFORMANCE = {"DJANGO_SETTINGS_MODULE": "tests.settings_conformance"}
+
+
+@pytest.fixture(scope="module")
+def fixtures_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data_dir = tmp_path_factory.mktemp("asking")
+    prepare_demo(data_dir, **CONFORMANCE)
+    return data_dir
+
+
+@pytest.fixture(scope="module")
+def stateful(fixtures_data: Path) -> Iterator[LiveServer]:
+    with run_server(fixtures_data, **CONFORMANCE) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def stateless(fixtures_data: Path) -> Iterator[LiveServer]:
+    with run_server(fixtures_data, **CONFORMANCE, MCP_TEST_LEGACY_SESSIONS="0") as live:
+        yield live
+
+
+class ScriptedClient:
+    """Answers every question from a script and remembers what it was asked."""
+
+    def __init__(self, **elicit_answers: Any) -> None:
+        self.elicit_answers = elicit_answers
+        self.asked: list[str] = []
+
+    async def elicit(self, ctx: Any, params: Any) -> types.ElicitResult:
+        self.asked.append(f"elicit:{params.message}")
+        field = next(iter(params.requested_schema["properties"]))
+        return types.ElicitResult(action="accept", content={field: self.elicit_answers[field]})
+
+    async def sample(self, ctx: Any, params: Any) -> types.CreateMessageResult:
+        self.asked.append(f"sample:{params.messages[0].content.text}")
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(text="Paris."), model="scripted")
+
+    async def roots(self, ctx: Any) -> types.ListRootsResult:
+        self.asked.append("roots")
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work/library", name="library")])
+
+    def client(self, url: str, mode: str, *, sampling: bool = True, key: str | None = None) -> tuple[Any, Client]:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        http = create_mcp_http_client(headers=headers)
+        client = Client(
+            streamable_http_client(url, http_client=http),  # type: ignore[arg-type]
+            mode=mode,
+            elicitation_callback=self.elicit,
+            sampling_callback=self.sample if sampling else None,
+            list_roots_callback=self.roots,
+        )
+        return http, client
+
+
+def text(result: Any) -> str:
+    return result.content[0].text
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_one_tool_asks_in_both_eras(stateful: LiveServer, mode: str) -> None:
+    scripted = ScriptedClient(name="Ada", color="green")
+    http, client = scripted.client(stateful.mcp_url, mode)
+    async with http, client:
+        rounds = await client.call_tool("test_input_required_result_multi_round", {})
+        several = await client.call_tool("test_input_required_result_multiple_inputs", {})
+    assert text(rounds) == "Ada likes green"
+    assert text(several) == "Paris. Ada, with 1 roots"
+    assert scripted.asked[:2] == ["elicit:Step 1: What is your name?", "elicit:Step 2: What is your favorite color?"]
+    assert sorted(scripted.asked[2:]) == ["elicit:What is your name?", "roots", "sample:Generate a greeting"]
+
+
+async def test_2026_rounds_carry_sealed_state_that_grows(stateful: LiveServer) -> None:
+    scripted = ScriptedClient(name="Ada", color="green")
+    http, client = scripted.client(stateful.mcp_url, "auto")
+    async with http, client:
+        first = await client.session.call_tool("test_input_required_result_multi_round", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult) and list(first.input_requests) == ["step1"]
+        answer = types.ElicitResult(action="accept", content={"name": "Ada"})
+        second = await client.session.call_tool(
+            "test_input_required_result_multi_round", {}, allow_input_required=True,
+            input_responses={"step1": answer}, request_state=first.request_state,
+        )
+        assert isinstance(second, types.InputRequiredResult) and list(second.input_requests) == ["step2"]
+        assert second.request_state != first.request_state
+        # The state is sealed: the first answer cannot be read from it, nor changed in it.
+        assert "Ada" not in (second.request_state or "")
+        tampered = (second.request_state or "")[:-4] + "AAAA"
+        with pytest.raises(MCPError) as refused:
+            await client.session.call_tool(
+                "test_input_required_result_multi_round", {}, allow_input_required=True,
+                input_responses={"step2": types.ElicitResult(action="accept", content={"color": "red"})},
+                request_state=tampered,
+            )
+    assert refused.value.error.code == types.INVALID_PARAMS
+
+
+async def test_an_undeclared_capability_is_refused_before_asking(stateful: LiveServer) -> None:
+    scripted = ScriptedClient()
+    http, client = scripted.client(stateful.mcp_url, "auto", sampling=False)
+    async with http, client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("test_missing_capability", {})
+        # A tool that checks first asks only what the client can answer.
+        checked = await client.session.call_tool(
+            "test_input_required_result_capabilities", {}, allow_input_required=True
+        )
+    assert refused.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert refused.value.error.data == {"requiredCapabilities": {"sampling": {}}}
+    assert isinstance(checked, types.InputRequiredResult) and list(checked.input_requests) == ["user_name"]
+    assert scripted.asked == []
+
+
+async def test_prompts_ask_too(stateful: LiveServer) -> None:
+    scripted = ScriptedClient(context="a rainy day")
+    http, client = scripted.client(stateful.mcp_url, "auto")
+    async with http, client:
+        prompt = await client.get_prompt("test_input_required_result_prompt", {})
+    assert prompt.messages[0].content.text == "Write with this context in mind: a rainy day"
+
+
+async def test_the_stateless_legacy_path_says_it_cannot_ask(stateless: LiveServer) -> None:
+    scripted = ScriptedClient(response="yes")
+    http, client = scripted.client(stateless.mcp_url, "legacy")
+    async with http, client:
+        result = await client.call_tool("test_elicitation", {"message": "Sure?"})
+    assert result.is_error and result.structured_content["error"]["code"] == "client_input_unavailable"
+    assert "2026-07-28" in result.structured_content["error"]["message"] and scripted.asked == []
+
+
+async def test_log_messages_follow_each_eras_rules(stateful: LiveServer) -> None:
+    received: list[str] = []
+
+    async def on_log(params: Any) -> None:
+        received.append(f"{params.level}:{params.data}")
+
+    http = create_mcp_http_client()
+    async with http, Client(streamable_http_client(stateful.mcp_url, http_client=http), mode="legacy",  # type: ignore[arg-type]
+                            logging_callback=on_log) as client:
+        await client.call_tool("test_tool_with_logging", {})
+        assert received == ["info:Tool execution started", "info:Tool processing data", "info:Tool execution completed"]
+        with warnings.catch_warnings():  # the SDK marks logging deprecated; 2025-11-25 clients still use it
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.session.set_logging_level("warning")
+        await client.call_tool("test_tool_with_logging", {})
+    assert len(received) == 3  # below the session's level now
+    # 2026-07-28: nothing unless the request asked for a level.
+    body = jsonrpc_body("tools/call", {"name": "test_logging_tool", "arguments": {}})
+    plain = httpx2.post(stateful.mcp_url, content=body, headers=modern_headers("tools/call", name="test_logging_tool"))
+    asked = json.loads(body)
+    asked["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = "info"
+    opted = httpx2.post(stateful.mcp_url, content=json.dumps(asked),
+                        headers=modern_headers("tools/call", name="test_logging_tool"))
+    assert plain.status_code == opted.status_code == 200
+    assert "notifications/message" not in plain.text and "test_logging_tool ran" not in plain.text
+    assert '"method":"notifications/message"' in opted.text.replace(" ", "") and "test_logging_tool ran" in opted.text
+
+
+async def test_a_confirmed_call_may_ask_more_and_writes_once(server: LiveServer, key: str, data: Path) -> None:
+    scripted = ScriptedClient(confirm=True, codename="falcon")
+    http, client = scripted.client(server.mcp_url, "auto", key=key)
+    async with http, client:
+        result = await client.call_tool("toolbox.launch_named", {"target": "moon"})
+    assert result.structured_content == {"result": "launched moon as falcon"}
+    assert scripted.asked[0].startswith("elicit:Run the tool toolbox.launch_named?")
+    assert scripted.asked[1:] == ["elicit:Name this launch"]
+    assert authors_named(data, "launched-moon-falcon") == 1
+
+
+@pytest.fixture(scope="module")
+def server(data: Path) -> Iterator[LiveServer]:
+    with run_server(data, **LIVE_SETTINGS) as live:
+        yield live
