@@ -25,6 +25,7 @@ __all__ = [
     "Text",
     "prompt",
     "resource",
+    "resource_updated",
     "__version__",
     "expose_view",
     "tool",
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from .declare_resources import prompt, resource
     from .declare_views import expose_view
     from .errors import AccessDenied, Conflict, InvalidInput, NotFound, ToolError
+    from .events import resource_updated
     from .principal import Principal
 
 _LAZY = {
@@ -47,6 +49,7 @@ _LAZY = {
     "ModelTools": ".declare_models",
     "resource": ".declare_resources",
     "prompt": ".declare_resources",
+    "resource_updated": ".events",
     "Elicit": ".asking",
     "Sample": ".asking",
     "ListRoots": ".asking",

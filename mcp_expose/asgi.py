@@ -40,7 +40,7 @@ from .oauth.resource import (
 )
 from .principal import Principal
 from .server import CATALOG_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, build_server
-from .sessions import RecentEvents
+from .sessions import RecentEvents, SessionMemory
 from .stepup import may_be_tool_call, missing_scopes, tool_call_name
 
 logger = logging.getLogger("mcp_expose.asgi")
@@ -63,11 +63,13 @@ class McpExposeASGI:
         self.provider = provider if provider is not None else default_provider
         conf = get_settings()
         self.path = conf.PATH.rstrip("/")
-        self.bus = InMemorySubscriptionBus()
-        self.relay = ChangeRelay(self.bus)
         stateful = conf.LEGACY_SESSIONS
+        sessions = SessionMemory() if stateful else None
+        self.bus = InMemorySubscriptionBus()
+        self.relay = ChangeRelay(self.bus, sessions)
         self.manager = StreamableHTTPSessionManager(
-            app=build_server(provider=self.provider, subscription_bus=self.bus, stateful_legacy=stateful),
+            app=build_server(provider=self.provider, subscription_bus=self.bus, stateful_legacy=stateful,
+                             sessions=sessions),
             json_response=conf.JSON_RESPONSE,
             # By default the legacy (2025-11-25) path runs stateless too: any worker can answer any request.
             stateless=not stateful,

@@ -1,4 +1,5 @@
-"""Tell open `subscriptions/listen` streams that the catalog changed, in this process and in the others.
+"""Tell open `subscriptions/listen` streams (and stateful 2025-11-25 sessions) that the catalog changed, in
+this process and in the others.
 
 Each server process runs one `ChangeRelay`. A change (an exposure row or a prompt
 saved, after commit) is announced through the channel layer's group when a shared
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from functools import partial
 from typing import Any
 
 import anyio
@@ -22,6 +24,7 @@ GROUP = "mcp_expose.catalog"
 RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 30.0
 MESSAGE_TYPE = "mcp_expose.catalog_changed"
+RESOURCE_MESSAGE_TYPE = "mcp_expose.resource_updated"
 
 _relays: weakref.WeakSet[ChangeRelay] = weakref.WeakSet()
 
@@ -37,8 +40,10 @@ def shared_layer() -> Any:
 class ChangeRelay:
     """Delivers catalog changes to this process's subscription bus."""
 
-    def __init__(self, bus: Any) -> None:
+    def __init__(self, bus: Any, sessions: Any = None) -> None:
         self.bus = bus
+        # Stateful 2025-11-25 sessions (`sessions.SessionMemory`), told on their standing streams.
+        self.sessions = sessions
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self) -> None:
@@ -71,6 +76,8 @@ class ChangeRelay:
                 message = await layer.receive(channel)
                 if message.get("type") == MESSAGE_TYPE:
                     await self.deliver()
+                elif message.get("type") == RESOURCE_MESSAGE_TYPE and isinstance(message.get("uri"), str):
+                    await self.deliver_resource(message["uri"])
         finally:
             with anyio.CancelScope(shield=True):
                 try:
@@ -81,21 +88,47 @@ class ChangeRelay:
     async def deliver(self) -> None:
         for event in self._events:
             await self.bus.publish(event)
+        if self.sessions is not None:
+            await self.sessions.announce_lists_changed()
 
-    def deliver_soon(self) -> None:
-        """From any thread: schedule a delivery on the relay's event loop."""
+    async def deliver_resource(self, uri: str) -> None:
+        from mcp.server.subscriptions import ResourceUpdated
+
+        await self.bus.publish(ResourceUpdated(uri=uri))
+        if self.sessions is not None:
+            await self.sessions.announce_resource_updated(uri)
+
+    def deliver_soon(self, uri: str | None = None) -> None:
+        """From any thread: schedule a delivery (of a list change, or of `uri`'s update) on the relay's loop."""
         if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(lambda: self._loop.create_task(self.deliver()))  # type: ignore[union-attr]
+            delivery = self.deliver if uri is None else partial(self.deliver_resource, uri)
+            self._loop.call_soon_threadsafe(lambda: self._loop.create_task(delivery()))  # type: ignore[union-attr]
 
 
 def announce_catalog_change() -> None:
     """Sync (called after a commit): every process's listeners learn that the lists changed."""
+    _announce({"type": MESSAGE_TYPE}, None)
+
+
+def resource_updated(uri: str) -> None:
+    """Tell clients subscribed to `uri` that it changed, in every server process.
+
+    Call it when the data behind a resource changes (from a `post_save` receiver, say; in a
+    transaction, via `transaction.on_commit`). Subscribers are 2026-07-28 `subscriptions/listen`
+    streams that named the URI and 2025-11-25 sessions that sent `resources/subscribe` for it.
+    """
+    if not isinstance(uri, str) or not uri:
+        raise ValueError("resource_updated() takes the resource's URI, a non-empty string.")
+    _announce({"type": RESOURCE_MESSAGE_TYPE, "uri": uri}, uri)
+
+
+def _announce(message: dict[str, Any], uri: str | None) -> None:
     layer = shared_layer()
     if layer is not None:
         try:
-            async_to_sync(layer.group_send)(GROUP, {"type": MESSAGE_TYPE})
+            async_to_sync(layer.group_send)(GROUP, message)
             return
-        except Exception:  # noqa: BLE001  (a layer outage must not fail the admin's save)
-            logger.exception("Could not announce a catalog change through the channel layer; telling this process only")
+        except Exception:  # noqa: BLE001  (a layer outage must not fail the caller's save)
+            logger.exception("Could not announce a change through the channel layer; telling this process only")
     for relay in list(_relays):
-        relay.deliver_soon()
+        relay.deliver_soon(uri)

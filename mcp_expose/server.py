@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any
 
 import mcp_types as types
@@ -331,9 +332,18 @@ def build_server(
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_log_level)
         server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
         server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
+        server.middleware.append(partial(remember_session, sessions))
     server.middleware.append(refuse_bad_chains)
     server.middleware.append(RequestStateBoundary(request_state_security(), default_audience=conf.SERVER_NAME))
     return server
+
+
+async def remember_session(sessions: SessionMemory, ctx: ServerRequestContext[Any], call_next: Any) -> Any:
+    """Stateful 2025-11-25 requests: keep a way to reach the session's standing stream (list changes)."""
+    session_id = _session_id(ctx)
+    if session_id is not None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        sessions.saw(session_id, ctx.session)
+    return await call_next(ctx)
 
 
 async def refuse_bad_chains(ctx: ServerRequestContext[Any], call_next: Any) -> Any:

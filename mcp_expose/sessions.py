@@ -3,18 +3,24 @@
 The 2026-07-28 path and the default stateless legacy path keep nothing between
 requests. A stateful legacy session (one process, or sticky routing) keeps, per
 session id: the log level set with `logging/setLevel`, the resources subscribed
-to, and the recent SSE events a reconnecting client may replay
-(`Last-Event-ID`). All of it is bounded and dies with the process.
+to, how to reach its standing stream (for list changes), and the recent SSE
+events a reconnecting client may replay (`Last-Event-ID`). All of it is bounded
+and dies with the process.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from typing import Any
 
+import mcp_types as types
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp_types import JSONRPCMessage
+
+logger = logging.getLogger("mcp_expose.sessions")
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 MAX_SESSIONS_REMEMBERED = 10_000
@@ -33,6 +39,39 @@ class SessionMemory:
     def __init__(self, limit: int = MAX_SESSIONS_REMEMBERED) -> None:
         self.limit = limit
         self._states: OrderedDict[str | None, SessionState] = OrderedDict()
+        # The SDK's session object of each live HTTP session, to reach its standing (GET) stream.
+        self._peers: OrderedDict[str, Any] = OrderedDict()
+
+    def saw(self, session_id: str, peer: Any) -> None:
+        """A request of this session arrived: remember how to reach it later."""
+        self._peers.pop(session_id, None)
+        self._peers[session_id] = peer
+        while len(self._peers) > self.limit:
+            self._peers.popitem(last=False)
+
+    async def announce_lists_changed(self) -> None:
+        """`notifications/*/list_changed` on every remembered session's standing stream."""
+        notifications = (types.ToolListChangedNotification(), types.PromptListChangedNotification(),
+                         types.ResourceListChangedNotification())
+        await self._tell(list(self._peers), notifications)
+
+    async def announce_resource_updated(self, uri: str) -> None:
+        """`notifications/resources/updated` to the sessions subscribed to `uri`."""
+        subscribed = [session_id for session_id in self._peers
+                      if session_id in self._states and uri in self._states[session_id].subscriptions]
+        params = types.ResourceUpdatedNotificationParams(uri=uri)
+        await self._tell(subscribed, (types.ResourceUpdatedNotification(params=params),))
+
+    async def _tell(self, session_ids: list[str], notifications: tuple[Any, ...]) -> None:
+        """Send on each session's standing stream; a session that cannot be reached any more is forgotten."""
+        for session_id in session_ids:
+            peer = self._peers.get(session_id)
+            try:
+                for notification in notifications:
+                    await peer.send_notification(notification)
+            except Exception:  # noqa: BLE001  (a closed session must not stop the others hearing it)
+                logger.debug("Session %s is gone; forgetting it", session_id[:16], exc_info=True)
+                self._peers.pop(session_id, None)
 
     def get(self, session_id: str | None) -> SessionState:
         state = self._states.pop(session_id, None) or SessionState()

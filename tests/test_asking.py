@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import mcp_types as types
 import pytest
@@ -78,6 +80,14 @@ class ScriptedClient:
             list_roots_callback=self.roots,
         )
         return http, client
+
+
+@contextmanager
+def legacy_api() -> Iterator[None]:
+    """The SDK marks 2025-11-25-only client calls deprecated; those clients still make them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        yield
 
 
 def text(result: Any) -> str:
@@ -166,8 +176,7 @@ async def test_log_messages_follow_each_eras_rules(stateful: LiveServer) -> None
                             logging_callback=on_log) as client:
         await client.call_tool("test_tool_with_logging", {})
         assert received == ["info:Tool execution started", "info:Tool processing data", "info:Tool execution completed"]
-        with warnings.catch_warnings():  # the SDK marks logging deprecated; 2025-11-25 clients still use it
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
+        with legacy_api():
             await client.session.set_logging_level("warning")
         await client.call_tool("test_tool_with_logging", {})
     assert len(received) == 3  # below the session's level now
@@ -198,3 +207,58 @@ async def test_a_confirmed_call_may_ask_more_and_writes_once(server: LiveServer,
 def server(data: Path) -> Iterator[LiveServer]:
     with run_server(data, **LIVE_SETTINGS) as live:
         yield live
+
+
+async def test_stateful_legacy_sessions_hear_list_changes(stateful: LiveServer) -> None:
+    heard: list[str] = []
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        method = getattr(message, "method", None)
+        if method is not None and method.endswith("list_changed"):
+            heard.append(method)
+            if method == "notifications/tools/list_changed":
+                changed.set()
+
+    http = create_mcp_http_client()
+    async with http, Client(streamable_http_client(stateful.mcp_url, http_client=http), mode="legacy",  # type: ignore[arg-type]
+                            message_handler=on_message) as client:
+        before = {tool.name for tool in (await client.list_tools()).tools}
+        await client.call_tool("test_trigger_tool_change", {})
+        with anyio.fail_after(10):
+            await changed.wait()
+        after = {tool.name for tool in (await client.list_tools()).tools}
+    assert "notifications/tools/list_changed" in heard and "notifications/prompts/list_changed" in heard
+    assert before ^ after == {"test_toggled_tool"}
+
+
+async def test_resource_updates_reach_subscribers_in_both_eras(stateful: LiveServer) -> None:
+    uri = "test://watched-resource"
+    updated = anyio.Event()
+    heard: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/resources/updated":
+            heard.append(message.params.uri)
+            updated.set()
+
+    http = create_mcp_http_client()
+    async with http, Client(streamable_http_client(stateful.mcp_url, http_client=http), mode="legacy",  # type: ignore[arg-type]
+                            message_handler=on_message) as legacy:
+        await legacy.call_tool("test_touch_watched_resource", {})  # not subscribed yet: nothing
+        with legacy_api():
+            await legacy.subscribe_resource(uri)
+        await legacy.call_tool("test_touch_watched_resource", {})
+        with anyio.fail_after(10):
+            await updated.wait()
+        with legacy_api(), pytest.raises(MCPError) as unknown:
+            await legacy.subscribe_resource("test://nothing-here")
+    assert heard == [uri] and unknown.value.error.code == types.INVALID_PARAMS
+
+    http = create_mcp_http_client()
+    async with http, Client(streamable_http_client(stateful.mcp_url, http_client=http)) as modern:  # type: ignore[arg-type]
+        async with modern.listen(resource_subscriptions=[uri]) as subscription:
+            await modern.call_tool("test_touch_watched_resource", {})
+            with anyio.fail_after(10):
+                event = await subscription.__anext__()
+    assert event.uri == uri

@@ -321,6 +321,13 @@ def custom_header(
     return Text(f"Region {region}")
 
 
+@mcp_expose.tool(name="test_touch_watched_resource", read_only=True)
+def touch_watched_resource() -> Text:
+    """Tells subscribers that test://watched-resource changed."""
+    mcp_expose.resource_updated("test://watched-resource")
+    return Text("Subscribers were told")
+
+
 # A schema type hints cannot say
 
 @mcp_expose.tool(
