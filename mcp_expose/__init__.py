@@ -23,6 +23,7 @@ __all__ = [
     "ModelTools",
     "ResourceLink",
     "Text",
+    "credentials_changed",
     "prompt",
     "resource",
     "resource_updated",
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from .asking import Elicit, ListRoots, Sample
     from .content import Audio, EmbeddedResource, Image, ResourceLink, Text
     from .context import InvocationContext
+    from .credential_cache import credentials_changed
     from .declare import tool
     from .declare_models import ModelTools
     from .declare_resources import prompt, resource
@@ -50,6 +52,7 @@ _LAZY = {
     "resource": ".declare_resources",
     "prompt": ".declare_resources",
     "resource_updated": ".events",
+    "credentials_changed": ".credential_cache",
     "Elicit": ".asking",
     "Sample": ".asking",
     "ListRoots": ".asking",

@@ -35,3 +35,34 @@ class McpExposeConfig(AppConfig):
         m2m_changed.connect(
             row_saved, sender=ExposedTool.allowed_clients.through, dispatch_uid="mcp_expose.clients_changed"
         )
+        _watch_credentials()
+
+
+def _watch_credentials() -> None:
+    """Whatever decides who a bearer credential is and what it may do moves the credentials stamp."""
+    from django.apps import apps
+    from django.contrib.auth import get_user_model
+
+    from .credential_cache import credentials_changed
+    from .models import ApiKey
+
+    user_model = get_user_model()
+    models: list[type] = [ApiKey, user_model]
+    relations = [getattr(user_model, name).through for name in ("groups", "user_permissions") if hasattr(user_model, name)]
+    if apps.is_installed("django.contrib.auth"):
+        from django.contrib.auth.models import Group
+
+        models.append(Group)
+        relations.append(Group.permissions.through)
+    if apps.is_installed("oauth2_provider"):
+        from oauth2_provider.models import get_access_token_model, get_application_model
+
+        models += [get_access_token_model(), get_application_model()]
+    for model in models:
+        label = model._meta.label_lower
+        post_save.connect(credentials_changed, sender=model, dispatch_uid=f"mcp_expose.credentials.{label}.saved")
+        post_delete.connect(credentials_changed, sender=model, dispatch_uid=f"mcp_expose.credentials.{label}.deleted")
+    for relation in relations:
+        m2m_changed.connect(
+            credentials_changed, sender=relation, dispatch_uid=f"mcp_expose.credentials.{relation._meta.label_lower}"
+        )

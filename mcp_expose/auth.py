@@ -14,6 +14,8 @@ from datetime import timedelta
 from django.utils import timezone
 
 from .conf import get_settings
+from .credential_cache import cache as credential_cache
+from .credential_cache import credentials_revision
 from .db import tidies_connections
 from .principal import Principal, anonymous_principal, principal_for_user
 from .scopes import expand_scopes
@@ -69,6 +71,18 @@ def authenticate(
 
 @tidies_connections
 def _authenticate_bearer(token: str, resource: str | None) -> Principal | AuthFailure:
+    """The credential's owner, from this process's memory while nothing about credentials changed."""
+    stamp = credentials_revision()
+    known = credential_cache.get(token, resource, stamp)
+    if known is not None:
+        return known
+    result = _look_up_bearer(token, resource)
+    if isinstance(result, Principal):
+        credential_cache.put(token, resource, stamp, result)
+    return result
+
+
+def _look_up_bearer(token: str, resource: str | None) -> Principal | AuthFailure:
     from django.apps import apps
 
     from .models import ApiKey

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -93,6 +93,15 @@ class Catalog:
     problems: tuple[str, ...] = ()
     resources: tuple[ToolEntry, ...] = ()
     prompts: tuple[ToolEntry, ...] = ()
+    # What is derived from this revision once and served many times (wire definitions, encoded listings).
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def remember(self, key: Any, build: Callable[[], Any]) -> Any:
+        """`build()` once per catalog revision under `key` (a benign race may build it twice)."""
+        try:
+            return self.memo[key]
+        except KeyError:
+            return self.memo.setdefault(key, build())
 
     def get(self, name: str) -> ToolEntry | None:
         return self.by_name.get(name)

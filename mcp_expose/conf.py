@@ -34,6 +34,11 @@ DEFAULTS: dict[str, Any] = {
     "CACHE_ALIAS": "default",
     # How often (seconds) an API key's last_used_at is written at most.
     "API_KEY_LAST_USED_INTERVAL": 60,
+    # How long (seconds) a process may reuse what it learned about a bearer credential (its user, scopes and
+    # permissions) instead of asking the database again. Saving or deleting a key, token, user or permission
+    # through the ORM ends that at once in every process; QuerySet.update() sends no signal, so it takes up to
+    # this long (or call mcp_expose.credentials_changed()). 0 asks the database on every request.
+    "CREDENTIAL_CACHE_SECONDS": 30,
     # The canonical URI of the MCP endpoint, e.g. "https://mcp.example.com/mcp". OAuth tokens must be issued
     # for exactly this resource. None: derived from each request's scheme, Host and PATH (development only).
     "RESOURCE": None,

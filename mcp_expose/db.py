@@ -25,10 +25,11 @@ def close_stale_connections() -> None:
 
 
 def tidies_connections(func: Callable[P, R]) -> Callable[P, R]:
-    """Wrap a sync unit of database work in connection upkeep on both sides.
-
-    Closing afterwards matters as much as before: a worker thread must not keep
-    an idle connection until its next job (or until the thread dies, unclosed).
+    """Wrap a sync unit of database work in connection upkeep on both sides, as Django's
+    request signals do for a view: with `CONN_MAX_AGE = 0` the connection is closed after
+    the unit (so no worker thread keeps one idle, or drops it unclosed when it dies); with
+    persistent connections (`CONN_MAX_AGE > 0`, which MCP traffic wants: opening one costs
+    more than most calls) it stays open for the thread's next unit until it is too old or broken.
     """
 
     @functools.wraps(func)

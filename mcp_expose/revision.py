@@ -21,21 +21,30 @@ def _cache():  # type: ignore[no-untyped-def]
     return caches[get_settings().CACHE_ALIAS]
 
 
-def current_revision() -> str:
-    """The current stamp, creating one when the cache has none (first start, eviction, flush).
+def read_stamp(key: str) -> str:
+    """The current stamp under `key`, creating one when the cache has none (first start, eviction, flush).
 
-    A fresh stamp after an eviction makes every process recompile, so a change
+    A fresh stamp after an eviction makes every process drop what it derived, so a change
     can never be missed because its stamp was lost.
     """
     cache = _cache()
-    stamp = cache.get(REVISION_KEY)
+    stamp = cache.get(key)
     if stamp is None:
-        cache.add(REVISION_KEY, uuid.uuid4().hex, REVISION_TIMEOUT)
-        stamp = cache.get(REVISION_KEY) or "unstamped"
+        cache.add(key, uuid.uuid4().hex, REVISION_TIMEOUT)
+        stamp = cache.get(key) or "unstamped"
     return str(stamp)
 
 
-def bump_revision() -> str:
+def move_stamp(key: str) -> str:
     stamp = uuid.uuid4().hex
-    _cache().set(REVISION_KEY, stamp, REVISION_TIMEOUT)
+    _cache().set(key, stamp, REVISION_TIMEOUT)
     return stamp
+
+
+def current_revision() -> str:
+    """The catalog's stamp: a process recompiles when it sees one it has not compiled."""
+    return read_stamp(REVISION_KEY)
+
+
+def bump_revision() -> str:
+    return move_stamp(REVISION_KEY)

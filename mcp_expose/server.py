@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any
@@ -23,6 +24,7 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from . import __version__
 from .asking import Answer, BackChannel, ClientInput, InputRequired, MissingClientCapability, Question
@@ -169,7 +171,8 @@ def build_server(
         _refuse_cursor(params)
         principal, catalog = await resolve(ctx)
         await _count_listing()
-        tools = [tool_definition(entry) for entry in visible_tools(catalog, principal)]
+        definitions = catalog.remember("tool_definitions", lambda: {e.name: tool_definition(e) for e in catalog.tools})
+        tools = [definitions[entry.name] for entry in visible_tools(catalog, principal)]
         return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
 
     def call_request(ctx: ServerRequestContext[Any], params: types.InputResponseRequestParams) -> CallRequest:
@@ -333,9 +336,26 @@ def build_server(
         server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
         server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
         server.middleware.append(partial(remember_session, sessions))
+    server.middleware.insert(0, hide_internal_errors)
     server.middleware.append(refuse_bad_chains)
     server.middleware.append(RequestStateBoundary(request_state_security(), default_audience=conf.SERVER_NAME))
     return server
+
+
+async def hide_internal_errors(ctx: ServerRequestContext[Any], call_next: Any) -> Any:
+    """Every request: an unexpected exception in our handlers reaches the client as a plain internal
+    error with an incident id, never as its own text (the 2025-11-25 runner would send that verbatim)."""
+    try:
+        return await call_next(ctx)
+    except (MCPError, ValidationError):
+        raise  # protocol errors, and malformed params the SDK answers with -32602
+    except Exception:
+        incident = uuid.uuid4().hex[:16]
+        logger.exception("MCP request %s failed unexpectedly (incident %s)", ctx.method, incident)
+        raise MCPError(
+            code=types.INTERNAL_ERROR, message="Internal error. Quote the incident id when reporting this.",
+            data={"incident": incident},
+        ) from None
 
 
 async def remember_session(sessions: SessionMemory, ctx: ServerRequestContext[Any], call_next: Any) -> Any:

@@ -8,7 +8,15 @@ from django.contrib.auth.models import Permission, User
 from django.test import override_settings
 from django.utils import timezone
 
-from mcp_expose.auth import INVALID_TOKEN, MISSING, TOKEN_IN_URL, WRONG_SCHEME, AuthFailure, authenticate
+from mcp_expose.auth import (
+    INVALID_TOKEN,
+    MISSING,
+    TOKEN_IN_URL,
+    WRONG_SCHEME,
+    AuthFailure,
+    authenticate,
+    credential_cache,
+)
 from mcp_expose.models import ApiKey, hash_api_key
 from mcp_expose.principal import Principal
 
@@ -94,6 +102,45 @@ def test_anonymous_access_only_when_enabled() -> None:
 def test_last_used_is_written_at_most_once_per_interval(user: User, django_assert_num_queries: Any) -> None:
     _, secret = ApiKey.create_key(user=user, name="agent")
     authenticate(bearer(secret))
+    credential_cache.clear()
     # select key+user, permission queries; no UPDATE the second time.
     with django_assert_num_queries(3):
         authenticate(bearer(secret))
+
+
+def test_a_known_credential_costs_no_query_until_credentials_change(
+    user: User, django_assert_num_queries: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    key, secret = ApiKey.create_key(user=user, name="agent", scopes="library:read")
+    first = authenticate(bearer(secret))
+    with django_assert_num_queries(0):
+        again = authenticate(bearer(secret))
+    assert isinstance(first, Principal) and again == first
+    assert again.user is not first.user  # each request gets its own user object
+    # A change to any credential moves the stamp after commit: the next request asks the database again.
+    with django_capture_on_commit_callbacks(execute=True):
+        key.revoke()
+    assert authenticate(bearer(secret)) == INVALID_TOKEN
+
+
+@pytest.mark.parametrize("change", ["deactivate", "permission", "another key"])
+def test_changes_to_users_and_permissions_reach_known_credentials(
+    user: User, change: str, django_capture_on_commit_callbacks: Any
+) -> None:
+    _, secret = ApiKey.create_key(user=user, name="agent")
+    assert authenticate(bearer(secret)).permissions == {"library.view_loan"}  # type: ignore[union-attr]
+    with django_capture_on_commit_callbacks(execute=True):
+        if change == "deactivate":
+            user.is_active = False
+            user.save()
+        elif change == "permission":
+            user.user_permissions.clear()
+        else:
+            ApiKey.create_key(user=user, name="other")
+    after = authenticate(bearer(secret))
+    if change == "deactivate":
+        assert after == INVALID_TOKEN
+    elif change == "permission":
+        assert isinstance(after, Principal) and after.permissions == frozenset()
+    else:
+        assert isinstance(after, Principal) and after.permissions == {"library.view_loan"}

@@ -301,8 +301,27 @@ def test_a_usage_log_that_cannot_be_written_never_fails_the_call(caplog: pytest.
     assert "after 3 attempts" in record.getMessage() and record.exc_info is not None
 
 
+def test_persistent_connections_stay_open_between_units(confirmed_entry: Any, transactional_db: None) -> None:
+    """With CONN_MAX_AGE > 0 a unit of work keeps its thread's connection for the next one (no churn)."""
+    from django.db import connection
+
+    caller = principal_for_user(User.objects.create_user("keep", password="pw"), frozenset(), "api_key")
+    connection.close()
+    connection.settings_dict["CONN_MAX_AGE"] = 60
+    try:
+        ask_in_client(confirmed_entry, caller, {"target": "x"})
+        kept = connection.connection
+        assert kept is not None
+        ask_in_client(confirmed_entry, caller, {"target": "y"})
+        assert connection.connection is kept
+    finally:
+        connection.settings_dict["CONN_MAX_AGE"] = 0
+        connection.close()
+
+
 def test_a_unit_of_database_work_leaves_no_connection_behind(confirmed_entry: Any, transactional_db: None) -> None:
-    """A worker thread must not hold an idle connection after its job (nor drop it unclosed when it dies)."""
+    """With CONN_MAX_AGE = 0 a worker thread must not hold an idle connection after its job (nor drop it
+    unclosed when it dies)."""
     from django.db import connection
 
     caller = principal_for_user(User.objects.create_user("tidy", password="pw"), frozenset(), "api_key")

@@ -283,7 +283,16 @@ def test_tokens_of_inactive_users_are_refused(server: LiveServer, data: Path, cl
     with Browser.logged_in(server.base_url, "leaver", "leaver") as leaver:
         token = obtain_token(leaver, server.base_url, client_id, "mcp", resource)
     assert call(server, token["access_token"], "tools/list").status_code == 200
-    manage(data, "shell", "-c", "from django.contrib.auth.models import User; User.objects.filter(username='leaver').update(is_active=False)")
+    # Saved as the admin and user.save() do: the signal ends every process's memory of the token at once.
+    deactivate = "leaver = User.objects.get(username='leaver'); leaver.is_active = False; leaver.save()"
+    manage(data, "shell", "-c", f"from django.contrib.auth.models import User; {deactivate}")
+    assert call(server, token["access_token"], "tools/list").status_code == 401
+    reactivate = "leaver = User.objects.get(username='leaver'); leaver.is_active = True; leaver.save()"
+    manage(data, "shell", "-c", f"from django.contrib.auth.models import User; {reactivate}")
+    assert call(server, token["access_token"], "tools/list").status_code == 200  # known again
+    # QuerySet.update() sends no signal: credentials_changed() says it instead.
+    manage(data, "shell", "-c", "from django.contrib.auth.models import User; import mcp_expose; "
+           "User.objects.filter(username='leaver').update(is_active=False); mcp_expose.credentials_changed()")
     assert call(server, token["access_token"], "tools/list").status_code == 401
 
 

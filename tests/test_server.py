@@ -69,3 +69,18 @@ def test_failures_render_as_error_results_with_matching_text() -> None:
     assert result.is_error
     assert result.structured_content == {"error": {"code": "conflict", "message": "Taken.", "details": {"id": 1}}}
     assert json.loads(result.content[0].text) == result.structured_content
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_an_unexpected_failure_in_a_handler_leaks_nothing(
+    catalog: Catalog, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(ctx: Any) -> tuple[Principal, Catalog]:
+        raise RuntimeError("secret detail: /srv/app/settings.py line 12")
+
+    async with Client(build_server(resolve=broken), mode=mode) as client:
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("t.tool_00", {})
+    assert caught.value.code == -32603 and "secret" not in caught.value.error.message
+    incident = caught.value.error.data["incident"]
+    assert any(incident in record.getMessage() and record.exc_info for record in caplog.records)

@@ -1,0 +1,95 @@
+"""One measured run of one server: check the answers, warm up, then wrk with the server watched through /proc."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from . import proc, protocol, wrk
+from .servers import SERVER_CPU, Server
+from .workloads import Workload
+
+# Other processes (test suites) on the server's core above this share of a run make it suspect.
+NOISY_PERCENT = 10.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """A server and how to talk to it for one workload and era."""
+
+    server: Server
+    workload: Workload
+    era: str
+    authorization: str | None
+
+    def request_headers(self) -> dict[str, str]:
+        return protocol.headers(self.era, self.workload.method, self.workload.tool, self.authorization)
+
+    def bodies(self) -> list[str]:
+        return [protocol.body(self.era, self.workload.method, params) for params in self.workload.params()]
+
+
+def check_answers(target: Target) -> list[dict[str, Any]]:
+    """Send every distinct request once and insist on correct answers; returns the results, in order."""
+    if target.era == protocol.LEGACY:
+        protocol.legacy_handshake(target.server.url, target.authorization)
+    results = []
+    arguments = target.workload.arguments or [{}]
+    for data, args in zip(target.bodies(), arguments, strict=False):
+        reply = protocol.post(target.server.url, data, target.request_headers())
+        message = reply.message()
+        label = f"{target.server.label} {target.workload.name} {target.era}"
+        if reply.status != 200 or not isinstance(message, dict) or "result" not in message:
+            problem = f"HTTP {reply.status} {reply.body[:400]!r}"
+        else:
+            problem = target.workload.check(message["result"], args)
+        if problem:
+            raise RuntimeError(f"{label}: {problem}\n{target.server.log_tail()}")
+        results.append(message["result"])
+    return results
+
+
+def load_for(target: Target) -> wrk.Load:
+    return wrk.Load(target.server.url, target.request_headers(), target.bodies(), target.workload.ok_marker)
+
+
+def warm_up(target: Target, seconds: int) -> None:
+    if seconds > 0:
+        wrk.run(load_for(target), 1, seconds)
+
+
+def measure(target: Target, connections: int, seconds: int, warmup: int) -> dict[str, Any]:
+    """A checked, warmed-up, measured wrk run; the numbers as one flat dict."""
+    pid = target.server.pid
+    check_answers(target)
+    if warmup > 0:
+        wrk.run(load_for(target), connections, warmup)
+    peak_reset = proc.reset_peak_rss(pid)
+    cpu_before, cores_before = proc.cpu_seconds(pid), proc.core_jiffies()
+    result = wrk.run(load_for(target), connections, seconds)
+    cpu = proc.cpu_seconds(pid) - cpu_before
+    core_busy = proc.busy_percent(cores_before, proc.core_jiffies(), int(SERVER_CPU))
+    if not target.server.alive():
+        raise RuntimeError(f"{target.server.label} died during the run:\n{target.server.log_tail()}")
+    duration = result["duration_us"] / 1e6
+    requests = int(result["requests"])
+    return {
+        "at": time.strftime("%H:%M:%S"),
+        "requests": requests,
+        "rps": requests / duration if duration else 0.0,
+        "p50_ms": result["p50_us"] / 1000,
+        "p90_ms": result["p90_us"] / 1000,
+        "p99_ms": result["p99_us"] / 1000,
+        "max_ms": result["max_us"] / 1000,
+        "wrk_p50_ms": result["wrk_p50_us"] / 1000,
+        "wrk_p99_ms": result["wrk_p99_us"] / 1000,
+        "cpu_s": cpu,
+        "cpu_us_per_req": cpu * 1e6 / requests if requests else None,
+        "server_cpu_percent": 100 * cpu / duration if duration else 0.0,
+        "other_load_percent": max(0.0, core_busy - (100 * cpu / duration if duration else 0.0)),
+        "peak_rss_mb": proc.memory_kb(pid, "VmHWM") / 1024,
+        "peak_rss_since": "run start" if peak_reset else "server start",  # clear_refs refused: VmHWM since start
+        "failures": wrk.failures(result),
+        "wrk": result,
+    }

@@ -1,0 +1,91 @@
+"""Turn the runs into rows (medians over rounds, ratios, targets) and the rows into Markdown."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from .measure import NOISY_PERCENT
+from .workloads import IDLE_RSS_TARGET, WORKLOADS, target
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median req/s and latency over the rounds; CPU per request over all of them; the highest peak RSS."""
+    requests = sum(run["requests"] for run in runs)
+    return {
+        "rps": statistics.median(run["rps"] for run in runs),
+        "rps_runs": [round(run["rps"], 1) for run in runs],
+        "p50_ms": statistics.median(run["p50_ms"] for run in runs),
+        "p99_ms": statistics.median(run["p99_ms"] for run in runs),
+        "cpu_us_per_req": sum(run["cpu_s"] for run in runs) * 1e6 / requests if requests else None,
+        "peak_rss_mb": max(run["peak_rss_mb"] for run in runs),
+        "failures": sum(run["failures"] for run in runs),
+        "noisy": any(run["other_load_percent"] > NOISY_PERCENT for run in runs),
+    }
+
+
+def rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for result in results:
+        workload = WORKLOADS[result["workload"]]
+        for cell in result["cells"]:
+            ours, bare = summarize(cell["runs"]["ours"]), summarize(cell["runs"]["bare"])
+            ratio = ours["rps"] / bare["rps"] if bare["rps"] else None
+            goal, rule = target(workload, cell["era"])
+            if ours["failures"] or bare["failures"]:
+                verdict = "INVALID"
+            elif goal is None or ratio is None:
+                verdict = ""
+            else:
+                verdict = "met" if ratio >= goal else "missed"
+            out.append({"workload": workload.name, "title": workload.title, "era": cell["era"],
+                        "concurrency": cell["concurrency"], "ours": ours, "bare": bare, "ratio": ratio,
+                        "target": goal, "target_rule": rule, "verdict": verdict})
+    return out
+
+
+def idle_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for result in results:
+        ours, bare = result["idle_rss_mb"]["ours"], result["idle_rss_mb"]["bare"]
+        ratio = ours / bare
+        out.append({"workload": result["workload"], "catalogs": f"{result['ours_catalog']} / {result['bare_catalog']}",
+                    "ours_mb": ours, "bare_mb": bare, "ratio": ratio, "target": IDLE_RSS_TARGET,
+                    "verdict": "met" if ratio <= IDLE_RSS_TARGET else "missed"})
+    return out
+
+
+def _n(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def markdown(table: list[dict[str, Any]], idle: list[dict[str, Any]]) -> str:
+    lines = [
+        "| workload | era | c | ours req/s | bare req/s | ours/bare | target | | "
+        "ours p50 / p99 ms | bare p50 / p99 ms | ours CPU µs/req | bare CPU µs/req | ours peak RSS MB | bare peak RSS MB |",
+        "|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|",
+    ]
+    for row in table:
+        ours, bare = row["ours"], row["bare"]
+        flag = " ⚠" if ours["noisy"] or bare["noisy"] else ""
+        failures = f" ({ours['failures']} / {bare['failures']} failed)" if row["verdict"] == "INVALID" else ""
+        lines.append(
+            f"| {row['title']} | {row['era']} | {row['concurrency']} | {_n(ours['rps'])} | {_n(bare['rps'])} | "
+            f"{_n(row['ratio'], 2)}×{flag} | {'≥ ' + _n(row['target'], 1) + '×' if row['target'] else ''} | "
+            f"{row['verdict']}{failures} | {_n(ours['p50_ms'], 2)} / {_n(ours['p99_ms'], 2)} | "
+            f"{_n(bare['p50_ms'], 2)} / {_n(bare['p99_ms'], 2)} | {_n(ours['cpu_us_per_req'], 0)} | "
+            f"{_n(bare['cpu_us_per_req'], 0)} | {_n(ours['peak_rss_mb'])} | {_n(bare['peak_rss_mb'])} |"
+        )
+    lines += [
+        "",
+        f"⚠: other processes used more than {NOISY_PERCENT:.0f}% of the server core during a run of that row: "
+        "suspect numbers. INVALID: some response was wrong (non-200, JSON-RPC error, isError, missing "
+        "content) or a socket failed; the ratio is not judged.",
+        "",
+        "| idle RSS after start + warm-up | catalogs (ours / bare) | ours MB | bare MB | ours/bare | target | |",
+        "|---|---|--:|--:|--:|--:|---|",
+    ]
+    for row in idle:
+        lines.append(f"| {WORKLOADS[row['workload']].title} | {row['catalogs']} | {_n(row['ours_mb'])} | "
+                     f"{_n(row['bare_mb'])} | {_n(row['ratio'], 2)}× | ≤ {row['target']}× | {row['verdict']} |")
+    return "\n".join(lines) + "\n"

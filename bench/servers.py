@@ -1,0 +1,114 @@
+"""Start and stop the servers under test: uvicorn, one process, pinned to one core, on 127.0.0.1.
+
+Both servers run exactly the same way (`taskset -c 0 python -m uvicorn APP --workers 1
+--no-access-log --log-level warning`, uvloop + httptools when installed), so the only
+difference measured is the application. Each process gets its own session (Ctrl-C in the
+terminal reaches only run.py, which then stops them) and is stopped on every way out.
+"""
+
+from __future__ import annotations
+
+import http.client
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER_CPU = "0"
+LOAD_CPU = "1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def uvicorn_options() -> list[str]:
+    """uvloop and httptools if this interpreter has them (the fastest uvicorn stack), else uvicorn's defaults."""
+    options = ["--workers", "1", "--no-access-log", "--log-level", "warning", "--lifespan", "on"]
+    if importlib.util.find_spec("uvloop"):
+        options += ["--loop", "uvloop"]
+    if importlib.util.find_spec("httptools"):
+        options += ["--http", "httptools"]
+    return options
+
+
+@dataclass
+class Server:
+    """One uvicorn process serving `app` with `env` added to ours."""
+
+    label: str
+    app: str
+    env: dict[str, str]
+    log_dir: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"{self.label}-{self.port}.log"
+
+    def start(self, timeout: float = 60.0) -> None:
+        env = {**os.environ, **self.env}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        command = [
+            "taskset", "-c", SERVER_CPU, sys.executable, "-m", "uvicorn", self.app,
+            "--host", "127.0.0.1", "--port", str(self.port), *uvicorn_options(),
+        ]
+        with open(self.log_path, "wb") as log:
+            # taskset execs the interpreter, so this pid is the server's own.
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self._wait_until_listening(timeout)
+
+    def _wait_until_listening(self, timeout: float) -> None:
+        """uvicorn binds only after the lifespan startup, so an HTTP answer of any status means ready."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.label} exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                connection.request("GET", "/mcp")
+                connection.getresponse().read()
+                connection.close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"{self.label} did not start within {timeout:.0f}s:\n{self.log_tail()}")
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()

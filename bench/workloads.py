@@ -1,0 +1,114 @@
+"""The workloads: what is sent, which tools each server exposes for it, and what a correct answer is.
+
+Both servers get byte-identical request bodies (the bare server uses our wire names), so the
+only difference is who answers. `check` inspects a full answer before every run; `comparable`
+is what must be equal between the two servers (checked once per workload and era).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .protocol import LEGACY, MODERN
+from .toolspec import BOOK_TOOL, ECHO_TOOL, MANY_TOOLS, READ_TOOL, VIEW_TOOL, many_tool_name
+
+BOOK_IDS = range(1, 9)  # the demo seeds eight books
+ECHO_TEXT = "hello bench"
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    title: str
+    method: str
+    tool: str | None
+    arguments: list[dict[str, Any]]
+    ours_catalog: str  # a bench.catalogs profile
+    bare_catalog: str  # a bench.bare_server catalog
+    ok_marker: str  # must be in every response body (checked by wrk_mcp.lua)
+    check: Callable[[dict[str, Any], dict[str, Any]], str | None]  # (result, arguments) -> problem
+    oauth: bool = False
+
+    def params(self) -> list[dict[str, Any]]:
+        if self.method == "tools/list":
+            return [{}]
+        return [{"name": self.tool, "arguments": arguments} for arguments in self.arguments]
+
+
+def _listing(expected: list[str]) -> Callable[[dict[str, Any], dict[str, Any]], str | None]:
+    def check(result: dict[str, Any], _: dict[str, Any]) -> str | None:
+        names = sorted(tool.get("name", "") for tool in result.get("tools", []))
+        return None if names == sorted(expected) else f"listed {len(names)} tools, not {sorted(expected)[:3]}…"
+
+    return check
+
+
+def _call(check_content: Callable[[Any, dict[str, Any]], bool]) -> Callable[[dict[str, Any], dict[str, Any]], str | None]:
+    def check(result: dict[str, Any], arguments: dict[str, Any]) -> str | None:
+        if result.get("isError"):
+            return f"tool error: {str(result)[:300]}"
+        content = result.get("structuredContent")
+        return None if check_content(content, arguments) else f"unexpected result: {str(content)[:300]}"
+
+    return check
+
+
+def _book(key: str) -> Callable[[Any, dict[str, Any]], bool]:
+    return lambda content, arguments: isinstance(content, dict) and str(content.get("id")) == str(arguments[key])
+
+
+def _echo(content: Any, _: dict[str, Any]) -> bool:
+    return isinstance(content, dict) and content.get("message") == ECHO_TEXT
+
+
+_echo_arguments = [{"message": ECHO_TEXT}]
+MANY = [many_tool_name(index) for index in range(MANY_TOOLS)]
+
+WORKLOADS: dict[str, Workload] = {
+    workload.name: workload
+    for workload in (
+        Workload("list2", "tools/list, 2 tools", "tools/list", None, [], "two", "two",
+                 f'"{BOOK_TOOL}"', _listing([BOOK_TOOL, ECHO_TOOL])),
+        Workload("list200", "tools/list, 200 tools", "tools/list", None, [], "many", "many",
+                 f'"{MANY[-1]}"', _listing(MANY)),
+        Workload("echo", "tools/call echo", "tools/call", ECHO_TOOL, _echo_arguments, "calls", "calls",
+                 ECHO_TEXT, _call(_echo)),
+        Workload("orm", "tools/call one-row read", "tools/call", READ_TOOL,
+                 [{"book_id": book} for book in BOOK_IDS], "calls", "calls", '"isbn"', _call(_book("book_id"))),
+        Workload("drf", "tools/call DRF view", "tools/call", VIEW_TOOL,
+                 [{"pk": str(book)} for book in BOOK_IDS], "calls", "calls", "author_detail", _call(_book("pk"))),
+        Workload("oauth", "tools/call echo, OAuth token", "tools/call", ECHO_TOOL, _echo_arguments, "calls", "oauth",
+                 ECHO_TEXT, _call(_echo), oauth=True),
+    )
+}
+
+
+def comparable(workload: Workload, result: dict[str, Any]) -> Any:
+    """The part of an answer both servers must agree on."""
+    if workload.method == "tools/list":
+        keys = ("name", "description", "inputSchema", "outputSchema", "annotations")
+        return sorted(({key: tool.get(key) for key in keys} for tool in result.get("tools", [])), key=str)
+    content = dict(result.get("structuredContent") or {})
+    content.pop("caller", None)  # who the server thinks called: ours knows the user, bare has no users
+    return content
+
+
+def target(workload: Workload, era: str) -> tuple[float | None, str]:
+    """The issue's target for ours/bare req/s in this row: the strictest one that applies, and why."""
+    rules: list[tuple[float, str]] = []
+    if workload.name == "echo" and era == MODERN:
+        rules.append((2.0, "echo 2026 ≥ 2×"))
+    if workload.name == "list200":
+        rules.append((20.0, "list 200 ≥ 20×"))
+    if workload.name == "orm":
+        rules.append((0.9, "one-row read ≥ 0.9×"))
+    if era == LEGACY:
+        rules.append((1.0, "2025 path ≥ 1×"))
+    if not rules:
+        return None, ""
+    return max(rules)
+
+
+IDLE_RSS_TARGET = 1.5  # ours idle RSS ≤ 1.5 × bare's

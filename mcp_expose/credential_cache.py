@@ -1,0 +1,110 @@
+"""Remember who a bearer credential belongs to, exactly as long as nothing about it changed.
+
+Authenticating an API key or an access token costs two or three queries (the credential, its
+user, the user's permissions): more than most tool calls. This process keeps the answer, keyed
+by a digest of the credential (never the credential itself), and trusts it only while
+
+- the credentials stamp in the shared cache is the one it was stored under: saving or deleting an
+  API key, a user, a group or permission assignment, or an OAuth token or application moves the
+  stamp after commit, so a revocation in any process takes effect on every process's next request;
+- the credential has not expired; and
+- it is younger than `CREDENTIAL_CACHE_SECONDS` (which bounds changes made without signals, such as
+  `QuerySet.update()`) and than `API_KEY_LAST_USED_INTERVAL`, so a key's *last used* time stays current.
+
+Each hit hands out its own copy of the user object, so no request sees another's changes to it.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from .conf import get_settings
+from .principal import Principal
+from .revision import move_stamp, read_stamp
+
+CREDENTIALS_KEY = "mcp_expose:credentials-revision"
+MAX_ENTRIES = 10_000
+
+
+def credentials_revision() -> str:
+    """The current credentials stamp (created when the cache has none, so an eviction forgets everything)."""
+    return read_stamp(CREDENTIALS_KEY)
+
+
+def bump_credentials_revision() -> None:
+    move_stamp(CREDENTIALS_KEY)
+    cache.clear()
+
+
+class CredentialCache:
+    def __init__(self, limit: int = MAX_ENTRIES) -> None:
+        self.limit = limit
+        self._entries: OrderedDict[tuple[str, str | None], tuple[Principal, str, float, datetime | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(token: str, resource: str | None) -> tuple[str, str | None]:
+        return hashlib.sha256(token.encode()).hexdigest(), resource
+
+    def get(self, token: str, resource: str | None, stamp: str) -> Principal | None:
+        max_age = _max_age()
+        if max_age <= 0:
+            return None
+        key = self._key(token, resource)
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is None:
+            return None
+        principal, stored_stamp, stored_at, expires = entry
+        if stored_stamp != stamp or time.monotonic() - stored_at > max_age or (
+            expires is not None and expires <= timezone.now()
+        ):
+            with self._lock:
+                self._entries.pop(key, None)
+            return None
+        return replace(principal, user=copy.copy(principal.user))
+
+    def put(self, token: str, resource: str | None, stamp: str, principal: Principal) -> None:
+        if _max_age() <= 0:
+            return
+        credential = principal.credential
+        expires = getattr(credential, "expires_at", None) or getattr(credential, "expires", None)
+        key = self._key(token, resource)
+        with self._lock:
+            self._entries.pop(key, None)
+            self._entries[key] = (replace(principal, user=copy.copy(principal.user)), stamp, time.monotonic(), expires)
+            while len(self._entries) > self.limit:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+def _max_age() -> float:
+    """At most CREDENTIAL_CACHE_SECONDS, and never past the next *last used* write of an API key."""
+    conf = get_settings()
+    return min(conf.CREDENTIAL_CACHE_SECONDS, max(1, conf.API_KEY_LAST_USED_INTERVAL))
+
+
+cache = CredentialCache()
+
+
+def credentials_changed(*args: Any, using: str = "default", **kwargs: Any) -> None:
+    """After the commit, every process forgets what it knew about credentials.
+
+    Connected to the models' save, delete and many-to-many signals; call it yourself after changing
+    users, keys, tokens or permissions with `QuerySet.update()`, which sends no signal.
+    """
+    from django.db import transaction
+
+    transaction.on_commit(bump_credentials_revision, using=using)
