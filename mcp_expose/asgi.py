@@ -20,7 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -40,7 +40,7 @@ from .oauth.resource import (
 )
 from .principal import Principal
 from .server import CATALOG_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, build_server
-from .sessions import RecentEvents, SessionMemory
+from .sessions import RecentEvents, SessionManager, SessionMemory
 from .stepup import may_be_tool_call, missing_scopes, tool_call_name
 
 logger = logging.getLogger("mcp_expose.asgi")
@@ -67,7 +67,7 @@ class McpExposeASGI:
         sessions = SessionMemory() if stateful else None
         self.bus = InMemorySubscriptionBus()
         self.relay = ChangeRelay(self.bus, sessions)
-        self.manager = StreamableHTTPSessionManager(
+        self.manager = SessionManager(
             app=build_server(provider=self.provider, subscription_bus=self.bus, stateful_legacy=stateful,
                              sessions=sessions),
             json_response=conf.JSON_RESPONSE,

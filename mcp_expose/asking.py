@@ -13,23 +13,34 @@ travel depends on the connection, not on the capability's code:
 - Anything else (the stateless legacy path) cannot ask: `ask` raises `CannotAsk`, a tool error
   that tells the caller how to connect instead.
 
+Each round's state is single-use (`claim_round`): a replayed state is refused, so the last round of a
+call, and whatever it writes, runs once.
+
 A question the client has not declared the capability for raises `MissingClientCapability`
 (JSON-RPC -32021) before anything is sent, as both revisions require.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
 from .errors import ToolError
 
+# Request-state entries: what was answered (with a digest of each question), what the last round
+# asked, and that round's single-use id.
 ANSWERS_KEY = "answers"
+ASKED_KEY = "asked"
+ROUND_KEY = "round"
+UNASKED = "*"
 Answer = types.ElicitResult | types.CreateMessageResult | types.ListRootsResult
 
 
@@ -117,6 +128,11 @@ class MissingClientCapability(Exception):
         return {"requiredCapabilities": {name: {} for name in self.capabilities}}
 
 
+class ClientInputFailed(ToolError):
+    code = "client_input_failed"
+    default_message = "The client could not answer a question this tool asked."
+
+
 class CannotAsk(ToolError):
     code = "client_input_unavailable"
     default_message = (
@@ -138,10 +154,13 @@ class ClientInput:
     rounds: bool = False
     # 2025-11-25 with a back-channel: questions are sent and awaited.
     back_channel: BackChannel | None = None
-    # Everything answered so far in this call, from the sealed state and this round's responses.
+    # Everything answered so far in this call, from the sealed state and this round's responses:
+    # key -> {digest of the question answered -> the answer as JSON} (a key may be reused for a new question).
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Sealed state entries other than answers (a confirmation already given), carried to the next round.
     carried: dict[str, Any] = field(default_factory=dict)
+    # The single-use id of the round this request answers (None on a first round).
+    round_id: str | None = None
 
     @classmethod
     def for_round(
@@ -150,12 +169,18 @@ class ClientInput:
     ) -> ClientInput:
         """Merge the answers carried in the (already unsealed) state with this round's responses."""
         carried = read_state(state)
-        answers = dict(carried.pop(ANSWERS_KEY, None) or {})
+        answers = {key: dict(given) for key, given in (carried.pop(ANSWERS_KEY, None) or {}).items()
+                   if isinstance(given, dict)}
+        asked = carried.pop(ASKED_KEY, None) or {}
+        round_id = carried.pop(ROUND_KEY, None)
         for key, response in (responses or {}).items():
-            answers[key] = response.model_dump(mode="json", by_alias=True, exclude_none=True) \
+            answer = response.model_dump(mode="json", by_alias=True, exclude_none=True) \
                 if isinstance(response, BaseModel) else response
+            # An answer to what the last round asked is tied to that question; one the client offered
+            # unasked (allowed, e.g. on a first call) fits whichever question takes that key first.
+            answers.setdefault(key, {})[asked.get(key, UNASKED)] = answer
         return cls(capabilities=capabilities, rounds=rounds, back_channel=back_channel, answers=answers,
-                   carried=carried)
+                   carried=carried, round_id=round_id if isinstance(round_id, str) else None)
 
     def missing_capabilities(self, questions: Mapping[str, Question]) -> list[str]:
         declared = self.capabilities
@@ -185,22 +210,31 @@ class ClientInput:
             return self._from_rounds(questions)
         answers: dict[str, Answer] = {}
         for key, question in questions.items():
-            answers[key] = await self.back_channel(question)
+            try:
+                answers[key] = await self.back_channel(question)
+            except (MCPError, ValidationError) as exc:
+                raise ClientInputFailed(f"The client could not answer the question {key!r}.") from exc
         return answers
 
     def _from_rounds(self, questions: Mapping[str, Question]) -> dict[str, Answer]:
         answers: dict[str, Answer] = {}
         unanswered: dict[str, Question] = {}
+        kept = {key: dict(given) for key, given in self.answers.items()}
         for key, question in questions.items():
-            answer = _parse(question, self.answers.get(key))
+            # An answer counts only for the question it answered: a tool may reuse a key for a new question.
+            digest = question_digest(question)
+            given = kept.get(key, {})
+            answer = _parse(question, given.get(digest, given.get(UNASKED)))
             if answer is None:
                 unanswered[key] = question
-            else:
+                given.pop(digest, None)  # malformed: ask again
+            elif digest not in given:
+                given[digest] = given.pop(UNASKED)  # now tied to this question
+            if answer is not None:
                 answers[key] = answer
         if unanswered:
             # Ask again for anything missing or malformed, keeping what was answered well.
-            kept = {key: value for key, value in self.answers.items() if key not in unanswered}
-            raise InputRequired(unanswered, write_state({**self.carried, ANSWERS_KEY: kept}))
+            raise InputRequired(unanswered, next_round_state(unanswered, kept, self.carried))
         return answers
 
 
@@ -211,6 +245,29 @@ def _parse(question: Question, raw: Any) -> Answer | None:
         return question.answer_type.model_validate(raw, by_name=False)
     except ValidationError:
         return None
+
+
+def question_digest(question: Question) -> str:
+    wire = question.as_request().model_dump(mode="json", by_alias=True, exclude_none=True)
+    return hashlib.sha256(json.dumps(wire, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+def next_round_state(
+    questions: Mapping[str, Question], answers: Mapping[str, Any], carried: Mapping[str, Any]
+) -> str:
+    """The state for the round that asks `questions`: answers so far, what is asked, a fresh round id."""
+    asked = {key: question_digest(question) for key, question in questions.items()}
+    return write_state({**carried, ANSWERS_KEY: dict(answers), ASKED_KEY: asked, ROUND_KEY: uuid.uuid4().hex})
+
+
+def claim_round(round_id: str) -> bool:
+    """Use up a round (sync: the shared cache). False when it was answered before: a replayed state."""
+    from django.core.cache import caches
+
+    from .conf import get_settings
+
+    conf = get_settings()
+    return bool(caches[conf.CACHE_ALIAS].add(f"mcp_expose:round:{round_id}", 1, conf.CONFIRMATION_TTL + 60))
 
 
 def read_state(state: str | None) -> dict[str, Any]:

@@ -78,7 +78,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         messages.append(
             checks.Warning(
                 f"The cache {cache_alias!r} ({backend.rsplit('.', 1)[-1]}) is private to one process, so admin "
-                "changes reach other server processes only when they restart.",
+                "changes reach other server processes only when they restart, and revoked credentials stay "
+                "usable there for up to CREDENTIAL_CACHE_SECONDS.",
                 hint="Use Redis, Memcached, the database or file cache when running more than one process.",
                 id="mcp_expose.W001",
             )

@@ -21,7 +21,7 @@ from typing import Any
 from django.urls import reverse
 from django.utils import timezone
 
-from .asking import Elicit, InputRequired, read_state, write_state
+from .asking import Elicit, InputRequired, next_round_state, read_state
 from .catalog import ToolEntry
 from .conf import get_settings
 from .db import tidies_connections
@@ -107,8 +107,8 @@ def ask_in_client(entry: ToolEntry, principal: Principal, arguments: Mapping[str
         arguments_digest=arguments_digest(arguments),
         expires_at=_expiry(),
     )
-    question = Elicit(message=text, schema=confirm_schema(entry))
-    return InputRequired({CONFIRM_FIELD: question}, write_state({STATE_KEY: str(confirmation.pk)}))
+    questions = {CONFIRM_FIELD: Elicit(message=text, schema=confirm_schema(entry))}
+    return InputRequired(questions, next_round_state(questions, {}, {STATE_KEY: str(confirmation.pk)}))
 
 
 @tidies_connections

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -34,6 +35,8 @@ from .revision import move_stamp, read_stamp
 CREDENTIALS_KEY = "mcp_expose:credentials-revision"
 MAX_ENTRIES = 10_000
 
+logger = logging.getLogger("mcp_expose.auth")
+
 
 def credentials_revision() -> str:
     """The current credentials stamp (created when the cache has none, so an eviction forgets everything)."""
@@ -41,8 +44,14 @@ def credentials_revision() -> str:
 
 
 def bump_credentials_revision() -> None:
-    move_stamp(CREDENTIALS_KEY)
+    """This process forgets at once; the others when they read the moved stamp. A cache outage must not
+    fail the save that caused this (it already committed): it is logged, and this process has forgotten."""
     cache.clear()
+    try:
+        move_stamp(CREDENTIALS_KEY)
+    except Exception:  # noqa: BLE001
+        logger.exception("Could not move the credentials stamp: other processes may trust a changed credential "
+                         "for up to CREDENTIAL_CACHE_SECONDS")
 
 
 class CredentialCache:

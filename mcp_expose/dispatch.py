@@ -20,7 +20,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 
-from . import confirmation, ratelimit, usage
+from . import asking, confirmation, ratelimit, usage
 from .asking import ClientInput, Elicit, InputRequired, MissingClientCapability, read_state
 from .catalog import Catalog, ToolEntry
 from .chain import CallChain
@@ -205,7 +205,8 @@ async def _run(
     entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest
 ) -> ToolOutcome:
     try:
-        # A confirmation's answer is the same call continued, already counted in its first round.
+        await claim_round(request)
+        # A later round is the same call continued (each round answerable once), counted in its first round.
         if entry.rate_limit is not None and request.request_state is None:
             decision = await sync_to_async(ratelimit.hit, thread_sensitive=False)(
                 entry.key, caller_identity(principal), entry.rate_limit
@@ -238,6 +239,14 @@ async def _run(
         return ToolOutcome(entry, failure=failure_for(entry, exc))
 
 
+async def claim_round(request: CallRequest) -> None:
+    """A repeated call answers one round, once: a replayed request state is refused (`StaleConfirmation`)."""
+    round_id = request.client.round_id
+    if request.request_state is not None and round_id is not None:
+        if not await sync_to_async(asking.claim_round, thread_sensitive=False)(round_id):
+            raise StaleConfirmation("this round was already answered")
+
+
 async def _confirm(
     entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest
 ) -> None:
@@ -266,7 +275,9 @@ async def _confirm(
     client.carried = {confirmation.CONFIRMED_KEY: state[confirmation.STATE_KEY]}
 
 
-def _accepted(answer: Any) -> bool:
+def _accepted(given: Any) -> bool:
+    """The person's yes, from the answers to the confirmation question (by question digest: there is one)."""
+    answer = next(iter(given.values()), None) if isinstance(given, Mapping) else None
     if not isinstance(answer, Mapping) or answer.get("action") != "accept":
         return False
     return (answer.get("content") or {}).get(confirmation.CONFIRM_FIELD) is True

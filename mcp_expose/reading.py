@@ -12,7 +12,15 @@ from asgiref.sync import sync_to_async
 from . import ratelimit
 from .catalog import Catalog, ToolEntry
 from .content import CONTENT_TYPES, ContentBundle, Text
-from .dispatch import CLIENT_QUESTIONS, CallRequest, ToolFailure, caller_identity, failure_for, invocation_context
+from .dispatch import (
+    CLIENT_QUESTIONS,
+    CallRequest,
+    ToolFailure,
+    caller_identity,
+    claim_round,
+    failure_for,
+    invocation_context,
+)
 from .errors import McpExposeError
 from .invoke import ToolTimeout, invoke
 from .policy import decide
@@ -53,7 +61,8 @@ class Message:
 
 
 async def _execute(entry: ToolEntry, values: Mapping[str, Any], principal: Principal, request: CallRequest) -> Any:
-    if entry.rate_limit is not None:
+    await claim_round(request)
+    if entry.rate_limit is not None and request.request_state is None:
         decision = await sync_to_async(ratelimit.hit, thread_sensitive=False)(
             entry.key, caller_identity(principal), entry.rate_limit
         )

@@ -237,6 +237,9 @@ def explicit_signature(func: Callable[..., Any], input_schema: Mapping[str, Any]
 
     if not isinstance(input_schema, Mapping) or input_schema.get("type") != "object":
         raise DeclarationError(f"{origin}: input_schema must be a JSON Schema object with \"type\": \"object\".")
+    if input_schema.get("additionalProperties") is not False:
+        # Every argument becomes a keyword argument: an open schema would let callers set parameters it never named.
+        raise DeclarationError(f"{origin}: input_schema must be closed: add \"additionalProperties\": false.")
     try:
         hints = get_type_hints(func, include_extras=True)
     except Exception as exc:  # NameError for unresolvable forward references, and the like.
@@ -246,6 +249,9 @@ def explicit_signature(func: Callable[..., Any], input_schema: Mapping[str, Any]
         for param in inspect.signature(func).parameters.values()
         if (injection := _injection_for(param.name, hints.get(param.name, inspect.Parameter.empty))) is not None
     }
+    clashes = sorted(set(input_schema.get("properties", {})) & (set(injections) | set(INJECTED_NAMES)))
+    if clashes:
+        raise DeclarationError(f"{origin}: input_schema may not name {', '.join(clashes)}: that is injected, not an argument.")
     try:
         return SchemaSignature(copy.deepcopy(dict(input_schema)), injections=injections)
     except SchemaError as exc:

@@ -204,11 +204,7 @@ def build_server(
         except MissingClientCapability as exc:
             raise _missing_capability(exc) from None
         except StaleConfirmation:
-            raise MCPError(
-                code=types.INVALID_PARAMS,
-                message="Invalid or expired requestState",
-                data={"reason": "invalid_request_state"},
-            ) from None
+            raise _stale_state() from None
         return render_outcome(outcome)
 
     async def list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
@@ -240,6 +236,8 @@ def build_server(
             return exc.as_result()
         except MissingClientCapability as exc:
             raise _missing_capability(exc) from None
+        except StaleConfirmation:
+            raise _stale_state() from None
         except UnknownResource:
             raise MCPError(code=types.INVALID_PARAMS, message="Resource not found", data={"uri": uri}) from None
         except InvalidInput as exc:
@@ -264,6 +262,8 @@ def build_server(
             return exc.as_result()
         except MissingClientCapability as exc:
             raise _missing_capability(exc) from None
+        except StaleConfirmation:
+            raise _stale_state() from None
         except UnknownPrompt as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         except InvalidInput as exc:
@@ -391,6 +391,13 @@ async def _count_listing() -> None:
         await sync_to_async(count_list_call, thread_sensitive=False)()
     except Exception:  # noqa: BLE001  (a counter must never break a listing)
         logger.exception("Could not count a tools/list call")
+
+
+def _stale_state() -> MCPError:
+    """A request state already used (a replay), or naming a confirmation that is not pending: as the SDK
+    answers a state that fails its seal."""
+    return MCPError(code=types.INVALID_PARAMS, message="Invalid or expired requestState",
+                    data={"reason": "invalid_request_state"})
 
 
 def _missing_capability(exc: MissingClientCapability) -> MCPError:

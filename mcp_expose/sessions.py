@@ -16,8 +16,10 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import JSONRPCMessage
 
 logger = logging.getLogger("mcp_expose.sessions")
@@ -25,6 +27,8 @@ logger = logging.getLogger("mcp_expose.sessions")
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 MAX_SESSIONS_REMEMBERED = 10_000
 MAX_SUBSCRIPTIONS_PER_SESSION = 1_000
+# Seconds a list-change or resource notification may take to reach one session's stream.
+SEND_TIMEOUT = 1.0
 
 
 @dataclass(slots=True)
@@ -67,10 +71,12 @@ class SessionMemory:
         for session_id in session_ids:
             peer = self._peers.get(session_id)
             try:
-                for notification in notifications:
-                    await peer.send_notification(notification)
-            except Exception:  # noqa: BLE001  (a closed session must not stop the others hearing it)
-                logger.debug("Session %s is gone; forgetting it", session_id[:16], exc_info=True)
+                # A client that does not read its stream must not hold up everyone else's news.
+                with anyio.fail_after(SEND_TIMEOUT):
+                    for notification in notifications:
+                        await peer.send_notification(notification)
+            except Exception:  # noqa: BLE001  (a closed or stuck session must not stop the others hearing it)
+                logger.debug("Session %s is gone or stuck; forgetting it", session_id[:16], exc_info=True)
                 self._peers.pop(session_id, None)
 
     def get(self, session_id: str | None) -> SessionState:
@@ -95,10 +101,25 @@ class SessionMemory:
         self.get(session_id).subscriptions.discard(uri)
 
 
-class RecentEvents(EventStore):
-    """The last `per_stream` events of each SSE stream, for clients that reconnect with Last-Event-ID."""
+class SessionManager(StreamableHTTPSessionManager):
+    """The SDK's session manager, with one event history per session.
 
-    def __init__(self, per_stream: int = 100, streams: int = 10_000) -> None:
+    The SDK hands every session the same event store and names streams by JSON-RPC request id, which
+    every session reuses (1, 2, 3...): one shared store would replay one session's results to another
+    that reconnects, or guesses an event id. So each session gets its own `RecentEvents`.
+    """
+
+    def _admit_session(self, requestor: Any) -> Any:
+        if self.event_store is not None:
+            self.event_store = RecentEvents()  # read by the transport created just below
+        return super()._admit_session(requestor)
+
+
+class RecentEvents(EventStore):
+    """The last `per_stream` events of each SSE stream of one session, for clients that reconnect with
+    Last-Event-ID."""
+
+    def __init__(self, per_stream: int = 50, streams: int = 50) -> None:
         self.per_stream = per_stream
         self.streams = streams
         self._counter = itertools.count(1)

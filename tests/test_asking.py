@@ -262,3 +262,62 @@ async def test_resource_updates_reach_subscribers_in_both_eras(stateful: LiveSer
             with anyio.fail_after(10):
                 event = await subscription.__anext__()
     assert event.uri == uri
+
+
+async def test_each_round_is_answered_once(stateful: LiveServer) -> None:
+    name = types.ElicitResult(action="accept", content={"name": "Ada"})
+    color = types.ElicitResult(action="accept", content={"color": "red"})
+    http, client = ScriptedClient().client(stateful.mcp_url, "auto")
+    async with http, client:
+        session = client.session
+        tool = "test_input_required_result_multi_round"
+        first = await session.call_tool(tool, {}, allow_input_required=True)
+        second = await session.call_tool(tool, {}, allow_input_required=True, input_responses={"step1": name},
+                                         request_state=first.request_state)
+        with pytest.raises(MCPError) as replayed:
+            await session.call_tool(tool, {}, allow_input_required=True, input_responses={"step1": name},
+                                    request_state=first.request_state)
+        done = await session.call_tool(tool, {}, input_responses={"step2": color}, request_state=second.request_state)
+        with pytest.raises(MCPError) as replayed_last:
+            await session.call_tool(tool, {}, input_responses={"step2": color}, request_state=second.request_state)
+    assert replayed.value.error.code == replayed_last.value.error.code == types.INVALID_PARAMS
+    assert replayed.value.error.data == {"reason": "invalid_request_state"}
+    assert text(done) == "Ada likes red"
+
+
+async def test_a_confirmed_call_that_asks_more_cannot_be_replayed(server: LiveServer, key: str, data: Path) -> None:
+    confirm = types.ElicitResult(action="accept", content={"confirm": True})
+    codename = types.ElicitResult(action="accept", content={"codename": "kite"})
+    http, client = ScriptedClient().client(server.mcp_url, "auto", key=key)
+    async with http, client:
+        session, arguments = client.session, {"target": "venus"}
+        asked = await session.call_tool("toolbox.launch_named", arguments, allow_input_required=True)
+        named = await session.call_tool("toolbox.launch_named", arguments, allow_input_required=True,
+                                        input_responses={"confirm": confirm}, request_state=asked.request_state)
+        done = await session.call_tool("toolbox.launch_named", arguments, input_responses={"codename": codename},
+                                       request_state=named.request_state)
+        with pytest.raises(MCPError) as replayed:
+            await session.call_tool("toolbox.launch_named", arguments, input_responses={"codename": codename},
+                                    request_state=named.request_state)
+    assert done.structured_content == {"result": "launched venus as kite"}
+    assert replayed.value.error.code == types.INVALID_PARAMS
+    assert authors_named(data, "launched-venus-kite") == 1
+
+
+async def test_a_key_asked_again_with_a_new_question_is_asked_anew(server: LiveServer, key: str) -> None:
+    scripted = ScriptedClient(first="one", second="two")
+    http, client = scripted.client(server.mcp_url, "auto", key=key)
+    async with http, client:
+        result = await client.call_tool("toolbox.ask_twice", {})
+    assert result.structured_content == {"result": "one two"}
+    assert scripted.asked == ["elicit:First?", "elicit:Second?"]
+
+
+def test_every_legacy_session_keeps_its_own_event_history() -> None:
+    from mcp_expose.server import build_server
+    from mcp_expose.sessions import RecentEvents, SessionManager
+
+    manager = SessionManager(app=build_server(), event_store=RecentEvents(), stateless=False)
+    first, second = manager._admit_session(None), manager._admit_session(None)
+    assert first._event_store is not second._event_store
+    assert isinstance(first._event_store, RecentEvents) and isinstance(second._event_store, RecentEvents)

@@ -8,8 +8,9 @@ from django.test import override_settings
 
 import mcp_expose
 from mcp_expose.checks import declaration_messages
+from mcp_expose.context import InvocationContext
 from mcp_expose.discovery import autodiscover
-from mcp_expose.errors import DeclarationError
+from mcp_expose.errors import DeclarationError, InvalidInput
 from mcp_expose.registry import CapabilityRegistry
 
 
@@ -128,3 +129,45 @@ def test_autodiscovery_imports_modules_and_rolls_back_broken_ones(
             autodiscover("mcp", restore_global_registry)
     # What the broken module registered before failing was rolled back.
     assert "broken.first" not in restore_global_registry
+
+
+def test_an_explicit_input_schema_is_served_as_written_and_enforced(registry: CapabilityRegistry) -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"city": {"type": "string", "minLength": 2}},
+        "properties": {"city": {"$ref": "#/$defs/city"}, "nights": {"type": "integer"}},
+        "if": {"required": ["nights"]},
+        "then": {"properties": {"nights": {"minimum": 1}}},
+        "additionalProperties": False,
+    }
+
+    def book(**arguments: Any) -> dict[str, Any]:
+        return arguments
+
+    mcp_expose.tool(registry=registry, key="t.book", input_schema=schema)(book)
+    signature = registry.get("t.book").signature
+    assert dict(signature.input_schema)["$defs"] == {"city": {"type": "string", "minLength": 2}}
+    assert signature.validate_arguments({"city": "Oslo", "nights": 2}) == {"city": "Oslo", "nights": 2}
+    with pytest.raises(InvalidInput) as refused:
+        signature.validate_arguments({"city": "O", "nights": 0, "as_user": "admin"})
+    assert {problem["path"] for problem in refused.value.details} == {"$.city", "$.nights", "$.as_user"}
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"type": "object", "properties": {"amount": {"type": "number"}}}, "must be closed"),
+        ({"type": "object", "properties": {"context": {"type": "string"}}, "additionalProperties": False},
+         "may not name context"),
+        ({"type": "array"}, "type.*object"),
+        ({"type": "object", "properties": {"x": {"type": 5}}, "additionalProperties": False}, "not a valid JSON Schema"),
+    ],
+)
+def test_an_explicit_input_schema_must_be_closed_and_valid(
+    registry: CapabilityRegistry, schema: dict[str, Any], message: str
+) -> None:
+    def transfer(context: InvocationContext, **arguments: Any) -> None:
+        return None
+
+    with pytest.raises(DeclarationError, match=message):
+        mcp_expose.tool(registry=registry, key="t.transfer", input_schema=schema)(transfer)

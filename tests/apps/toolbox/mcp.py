@@ -102,3 +102,11 @@ async def launch_named(target: str, context: InvocationContext) -> str:
     codename = (answer.content or {}).get("codename", "") if answer.action == "accept" else ""
     await Author.objects.acreate(name=f"launched-{target}-{codename}")
     return f"launched {target} as {codename}"
+
+
+@mcp_expose.tool(read_only=True)
+async def ask_twice(context: InvocationContext) -> str:
+    """Asks two different questions under the same key, one after the other."""
+    first = (await context.ask({"v": Elicit("First?", {"type": "object", "properties": {"first": {"type": "string"}}})}))["v"]
+    second = (await context.ask({"v": Elicit("Second?", {"type": "object", "properties": {"second": {"type": "string"}}})}))["v"]
+    return f"{(first.content or {}).get('first')} {(second.content or {}).get('second')}"
