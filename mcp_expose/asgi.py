@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
+from functools import partial
 from urllib.parse import parse_qsl
 
 import anyio
@@ -25,6 +26,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from . import fastpath
 from .auth import AuthFailure, authenticate
 from .catalog import Catalog, CatalogProvider
 from .catalog import provider as default_provider
@@ -39,7 +41,14 @@ from .oauth.resource import (
     resource_uri,
 )
 from .principal import Principal
-from .server import CATALOG_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, build_server
+from .server import (
+    CATALOG_SCOPE_KEY,
+    COUNTED_SCOPE_KEY,
+    PRINCIPAL_SCOPE_KEY,
+    build_server,
+    count_listing,
+    listing_tally,
+)
 from .sessions import RecentEvents, SessionManager, SessionMemory
 from .stepup import may_be_tool_call, missing_scopes, tool_call_name
 
@@ -138,8 +147,12 @@ class McpExposeASGI:
         """The SDK's session manager, and the relay that feeds catalog changes to listen streams."""
         async with self.manager.run(), anyio.create_task_group() as group:
             group.start_soon(self.relay.run)
-            yield
-            group.cancel_scope.cancel()
+            try:
+                yield
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await listing_tally.flush()  # the listings counted since the last flush
+                group.cancel_scope.cancel()
 
     async def _serve_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope = _without_outer_whitespace(scope)
@@ -175,7 +188,23 @@ class McpExposeASGI:
         scope[PRINCIPAL_SCOPE_KEY] = result
         scope[CATALOG_SCOPE_KEY] = catalog
         scope["user"] = AuthenticatedUser(_access_token_for(result, resource))
+        conf = get_settings()
+        if conf.FAST_PATH and fastpath.is_candidate(scope["method"], headers):
+            body = await _read_body(receive, conf.MAX_REQUEST_BODY_SIZE)
+            if body is None:
+                await _json_error(413, "request_too_large", "The request body is too large.")(scope, receive, send)
+                return
+            receive = _replay(body, receive)
+            request_id = await fastpath.plain_listing_id(scope, headers, body, conf.JSON_RESPONSE)
+            if request_id is not None:
+                await count_listing()
+                await fastpath.serve_listing(request_id, result, catalog, send, partial(self._served_by_sdk, scope, receive))
+                return
         await self.mcp_app(scope, receive, send)
+
+    async def _served_by_sdk(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The SDK answers (a listing the fast path has not encoded yet); its own handler does not count it again."""
+        await self.mcp_app({**scope, COUNTED_SCOPE_KEY: True}, receive, send)
 
     async def _serve_metadata(self, scope: Scope, receive: Receive, send: Send) -> None:
         """RFC 9728 protected resource metadata, at the path form and the root form."""

@@ -69,6 +69,9 @@ DEFAULTS: dict[str, Any] = {
     # (elicitation, sampling, roots), logging/setLevel, resource subscriptions and resumable streams.
     # 2026-07-28 clients are stateless either way.
     "LEGACY_SESSIONS": False,
+    # Answer plain 2026-07-28 tools/list requests from a listing encoded once per catalog revision and
+    # visibility set (the first one produced by the SDK itself), instead of running the SDK for each.
+    "FAST_PATH": True,
     # Answer every MCP request as JSON instead of SSE. Off: SSE lets clients see progress and
     # lets a disconnect cancel a running call.
     "JSON_RESPONSE": False,

@@ -16,7 +16,6 @@ from functools import partial
 from typing import Any
 
 import mcp_types as types
-from asgiref.sync import sync_to_async
 from mcp.server import Server, ServerRequestContext
 from mcp.server.connection import allowed_log_levels
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -46,12 +45,14 @@ from .results import compact_json, structured
 from .schema import thaw
 from .sessions import SessionMemory
 from .uri_templates import is_template
-from .usage_report import count_list_call
+from .usage_report import ListingTally
 
 logger = logging.getLogger("mcp_expose.server")
 
 PRINCIPAL_SCOPE_KEY = "mcp_expose.principal"
 CATALOG_SCOPE_KEY = "mcp_expose.catalog"
+# Set by the edge when it has counted this listing already (see `fastpath`).
+COUNTED_SCOPE_KEY = "mcp_expose.listing_counted"
 
 Resolver = Callable[[ServerRequestContext[Any]], Awaitable[tuple[Principal, Catalog]]]
 
@@ -170,7 +171,8 @@ def build_server(
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
         _refuse_cursor(params)
         principal, catalog = await resolve(ctx)
-        await _count_listing()
+        if ctx.request is None or not ctx.request.scope.get(COUNTED_SCOPE_KEY):
+            await count_listing()
         definitions = catalog.remember("tool_definitions", lambda: {e.name: tool_definition(e) for e in catalog.tools})
         tools = [definitions[entry.name] for entry in visible_tools(catalog, principal)]
         return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
@@ -386,11 +388,14 @@ def request_state_security() -> RequestStateSecurity:
     return RequestStateSecurity(keys=keys, ttl=get_settings().CONFIRMATION_TTL)
 
 
-async def _count_listing() -> None:
+listing_tally = ListingTally()
+
+
+async def count_listing() -> None:
     try:
-        await sync_to_async(count_list_call, thread_sensitive=False)()
+        await listing_tally.count()
     except Exception:  # noqa: BLE001  (a counter must never break a listing)
-        logger.exception("Could not count a tools/list call")
+        logger.exception("Could not count tools/list calls")
 
 
 def _stale_state() -> MCPError:

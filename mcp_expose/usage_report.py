@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.core.cache import caches
 from django.utils import timezone
 
@@ -69,15 +71,45 @@ def tool_stats(since: datetime) -> list[ToolStats]:
     return stats
 
 
-def count_list_call() -> None:
-    """Count one tools/list in this hour's cache counter (listing is too frequent for a row each)."""
+def listing_hour() -> str:
+    return timezone.now().strftime("%Y%m%d%H")
+
+
+def count_list_call(count: int = 1, hour: str | None = None) -> None:
+    """Add `count` tools/list calls to an hour's cache counter (listing is too frequent for a row each)."""
     cache = caches[get_settings().CACHE_ALIAS]
-    key = LIST_COUNTER_KEY.format(hour=timezone.now().strftime("%Y%m%d%H"))
-    if not cache.add(key, 1, 8 * 86400):
+    key = LIST_COUNTER_KEY.format(hour=hour or listing_hour())
+    if not cache.add(key, count, 8 * 86400):
         try:
-            cache.incr(key)
+            cache.incr(key, count)
         except ValueError:
-            cache.add(key, 1, 8 * 86400)
+            cache.add(key, count, 8 * 86400)
+
+
+class ListingTally:
+    """Listings counted in this process's memory and added to the shared counter at most every
+    `flush_seconds` (and at an hour's end, and at shutdown): a listing costs no cache round trip."""
+
+    def __init__(self, flush_seconds: float = 1.0) -> None:
+        self.flush_seconds = flush_seconds
+        self.pending = 0
+        self.hour: str | None = None
+        self.flushed_at = time.monotonic()
+
+    async def count(self) -> None:
+        hour = listing_hour()
+        if self.hour is not None and hour != self.hour:
+            await self.flush()
+        self.hour = hour
+        self.pending += 1
+        if time.monotonic() - self.flushed_at >= self.flush_seconds:
+            await self.flush()
+
+    async def flush(self) -> None:
+        pending, hour = self.pending, self.hour
+        self.pending, self.flushed_at = 0, time.monotonic()
+        if pending:
+            await sync_to_async(count_list_call, thread_sensitive=False)(pending, hour)
 
 
 def list_calls(window: timedelta) -> int:

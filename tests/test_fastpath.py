@@ -1,0 +1,176 @@
+"""The fast path for 2026-07-28 `tools/list` answers exactly as the SDK does.
+
+A differential test: the same generated corpus of valid and invalid requests goes to two live servers on
+one database, one with the fast path and one without, and every answer must match (status, content type,
+JSON-RPC error code, id and result). Plus the listing counter the fast path keeps in memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from mcp_expose.usage_report import ListingTally, list_calls
+
+from .live import LIVE_SETTINGS, LiveServer, run_server
+
+MODERN = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+CORPUS_SIZE = 2500
+
+
+@pytest.fixture(scope="module")
+def fast(data: Path) -> Iterator[LiveServer]:
+    with run_server(data, **LIVE_SETTINGS, MCP_TEST_FAST_PATH="1") as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def through_sdk(data: Path) -> Iterator[LiveServer]:
+    with run_server(data, **LIVE_SETTINGS, MCP_TEST_FAST_PATH="0") as live:
+        yield live
+
+
+def _choices(rng: random.Random, key: str) -> list[tuple[str, Any]]:
+    meta_variants: list[Any] = [
+        META, META, META,
+        {**META, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}},
+        {**META, "io.modelcontextprotocol/clientInfo": {"name": 5}},
+        {"io.modelcontextprotocol/protocolVersion": MODERN},
+        {"io.modelcontextprotocol/clientCapabilities": {}},
+        {**META, "io.modelcontextprotocol/protocolVersion": "2025-11-25"},
+        {**META, "io.modelcontextprotocol/clientCapabilities": "all"},
+        {**META, "io.modelcontextprotocol/clientCapabilities": {"sampling": {}, "elicitation": {"form": {}}}},
+        {**META, "progressToken": 7},
+        {**META, "io.modelcontextprotocol/logLevel": "info"},
+        {**META, "io.modelcontextprotocol/logLevel": "loud"},
+        {**META, "extra": [1, 2]},
+    ]
+    params_variants: list[Any] = [
+        "META", "META", "META", None, {}, [], "text",
+        {"cursor": "abc"}, {"cursor": None}, {"cursor": 5}, {"unexpected": True},
+    ]
+    return {
+        "content_type": ["application/json"] * 6 + ["application/json; charset=utf-8", "text/plain", None],
+        "accept": ["application/json, text/event-stream"] * 6 + [
+            "application/json", "text/event-stream", "*/*", None, "application/json;q=0.9, text/event-stream"],
+        "version": [MODERN] * 8 + ["2025-11-25", "2099-01-01", None],
+        "method_header": ["tools/list"] * 8 + ["tools/call", "TOOLS/LIST", None],
+        "duplicate_method": [False] * 9 + [True],
+        "depth": [None] * 8 + ["2", "x", "99"],
+        "param_header": [None] * 9 + ["Mcp-Param-Region"],
+        "id": [1, 2, "abc", "ünï", 0, -5, 2**70, 1.5, None, True, "MISSING"],
+        "jsonrpc": ["2.0"] * 8 + ["1.0", "MISSING"],
+        "method": ["tools/list"] * 8 + ["tools/call", "resources/list"],
+        "params": params_variants,
+        "meta": meta_variants,
+        "shape": ["object"] * 12 + ["batch", "not json", "notification", "empty"],
+    }[key]
+
+
+def generated_requests(count: int, seed: int = 20261130) -> Iterator[tuple[dict[str, str], bytes]]:
+    """A valid listing with none, one, two or many of its parts changed, each to a value from its list."""
+    rng = random.Random(seed)
+    keys = ["content_type", "accept", "version", "method_header", "duplicate_method", "depth", "param_header",
+            "id", "jsonrpc", "method", "params", "meta", "shape"]
+    valid = {key: _choices(rng, key)[0] for key in keys}
+    for _ in range(count):
+        pick = dict(valid)
+        changed = rng.choice([0, 0, 1, 1, 1, 2, 2, len(keys)])
+        for key in rng.sample(keys, changed):
+            pick[key] = rng.choice(_choices(rng, key))
+        yield _request(pick)
+
+
+def _request(pick: dict[str, Any]) -> tuple[dict[str, str], bytes]:
+    headers = {}
+    for name, key in (("Content-Type", "content_type"), ("Accept", "accept"), ("MCP-Protocol-Version", "version"),
+                      ("Mcp-Method", "method_header"), ("X-Agent-Depth", "depth")):
+        if pick[key] is not None:
+            headers[name] = pick[key]
+    if pick["param_header"]:
+        headers[pick["param_header"]] = "eu"
+    params = pick["params"]
+    if params == "META":
+        params = {"_meta": pick["meta"]}
+    message: dict[str, Any] = {"method": pick["method"]}
+    if pick["jsonrpc"] != "MISSING":
+        message["jsonrpc"] = pick["jsonrpc"]
+    if pick["id"] != "MISSING":
+        message["id"] = pick["id"]
+    if params is not None:
+        message["params"] = params
+    body = json.dumps({
+        "object": message, "batch": [message], "notification": {k: v for k, v in message.items() if k != "id"},
+        "empty": {},
+    }.get(pick["shape"], message)).encode() if pick["shape"] != "not json" else b'{"jsonrpc": "2.0", "id": 1,'
+    return headers, body
+
+
+def answer(client: httpx2.Client, server: LiveServer, key: str, headers: dict[str, str], body: bytes,
+           duplicate: bool) -> tuple[Any, ...]:
+    sent = [("Authorization", f"Bearer {key}"), *headers.items()]
+    if duplicate and "Mcp-Method" in headers:
+        sent.append(("Mcp-Method", headers["Mcp-Method"]))
+    response = client.post(server.mcp_url, content=body, headers=sent)
+    kind = response.headers.get("content-type", "").split(";")[0]
+    if kind == "application/json" and response.content:
+        message = response.json()
+        error = message.get("error") if isinstance(message, dict) else None
+        return response.status_code, kind, message.get("id"), error and error.get("code"), message.get("result")
+    return response.status_code, kind, response.text if kind != "text/event-stream" else None
+
+
+def test_the_fast_path_answers_exactly_as_the_sdk(fast: LiveServer, through_sdk: LiveServer, key: str) -> None:
+    served_plainly = 0
+    with httpx2.Client(timeout=10) as client:
+        for index, (headers, body) in enumerate(generated_requests(CORPUS_SIZE)):
+            duplicate = index % 10 == 0
+            expected = answer(client, through_sdk, key, headers, body, duplicate)
+            got = answer(client, fast, key, headers, body, duplicate)
+            assert got == expected, f"request {index}: {headers} {body!r}"
+            served_plainly += len(expected) == 5 and expected[0] == 200 and expected[3] is None and expected[4] is not None
+    # The corpus exercises both sides: plenty of listings served, plenty of refusals.
+    assert CORPUS_SIZE * 0.2 < served_plainly < CORPUS_SIZE * 0.8
+
+
+def test_the_fast_path_serves_what_the_caller_may_see(fast: LiveServer, key: str, data: Path) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}})
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"}
+    names = []
+    for credential in (key, None):
+        auth = {"Authorization": f"Bearer {credential}"} if credential else {}
+        for _ in range(2):  # the second answer comes from the encoded listing
+            response = httpx2.post(fast.mcp_url, content=body, headers={**headers, **auth})
+            names.append(response.status_code if response.status_code != 200 else
+                         sorted(tool["name"] for tool in response.json()["result"]["tools"]))
+    assert names[0] == names[1] and "library.borrow_book" in names[0]
+    assert names[2] == names[3] == 401  # no credential, no listing: authentication comes first
+
+
+@pytest.mark.anyio
+async def test_listings_are_counted_in_memory_and_flushed(db: None) -> None:
+    tally = ListingTally(flush_seconds=3600)
+    before = list_calls(timedelta(hours=2))
+    for _ in range(5):
+        await tally.count()
+    assert list_calls(timedelta(hours=2)) == before  # not yet flushed
+    await tally.flush()
+    assert list_calls(timedelta(hours=2)) == before + 5
+    await tally.flush()
+    assert list_calls(timedelta(hours=2)) == before + 5  # nothing counted twice
+
+
+def test_the_corpus_is_varied() -> None:
+    corpus = list(itertools.islice(generated_requests(CORPUS_SIZE), CORPUS_SIZE))
+    # A quarter are the valid listing itself; the rest differ from it in one, two or every part.
+    assert len({(tuple(sorted(headers.items())), body) for headers, body in corpus}) > CORPUS_SIZE // 8
