@@ -147,11 +147,15 @@ class McpExposeASGI:
         """The SDK's session manager, and the relay that feeds catalog changes to listen streams."""
         async with self.manager.run(), anyio.create_task_group() as group:
             group.start_soon(self.relay.run)
+            group.start_soon(listing_tally.keep_flushing)
             try:
                 yield
             finally:
                 with anyio.CancelScope(shield=True):
-                    await listing_tally.flush()  # the listings counted since the last flush
+                    try:
+                        await listing_tally.flush()  # the listings counted since the last flush
+                    except Exception:  # noqa: BLE001  (shutting down must not fail on a counter)
+                        logger.warning("Could not add the last tools/list calls to the listing counter", exc_info=True)
                 group.cancel_scope.cancel()
 
     async def _serve_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -58,7 +58,8 @@ def read_chain(headers: Mapping[str, str]) -> CallChain:
     raw_depth = headers.get(DEPTH_HEADER)
     depth = 0
     if raw_depth is not None:
-        if not raw_depth.isdigit() or len(raw_depth) > 4:
+        # isascii: "¹" is a digit to str.isdigit() but not to int().
+        if not (raw_depth.isascii() and raw_depth.isdigit()) or len(raw_depth) > 4:
             raise InvalidChain("X-Agent-Depth must be a non-negative whole number.")
         depth = int(raw_depth)
         limit = get_settings().MAX_AGENT_DEPTH

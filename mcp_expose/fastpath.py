@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.types import Message, Send
 
 from .catalog import Catalog
-from .chain import InvalidChain, read_chain
+from .chain import read_chain
 from .principal import Principal
 
 MODERN = "2026-07-28"
@@ -83,19 +83,25 @@ async def plain_listing_id(scope: Any, headers: Mapping[str, str], body: bytes, 
         return None
     try:
         read_chain(headers)
-    except InvalidChain:
+    except Exception:  # noqa: BLE001  (InvalidChain, or anything else: the SDK path answers it)
         return None
     return json.dumps(envelope.id).encode()
 
 
-def visibility(principal: Principal) -> tuple[Any, ...]:
-    """Everything `policy.decide` reads from the caller: equal tuples see the same tools."""
+def visibility(principal: Principal, catalog: Catalog) -> tuple[Any, ...]:
+    """What `policy.decide` reads from the caller, narrowed to what this catalog's tools ask about:
+    equal tuples see the same tools, and callers differing only in what no tool asks for share one."""
+    scopes, permissions, clients = catalog.remember("visibility-inputs", lambda: (
+        frozenset().union(*(entry.scopes for entry in catalog.tools)),
+        frozenset().union(*(entry.permissions for entry in catalog.tools)),
+        frozenset().union(*(entry.allowed_clients for entry in catalog.tools)),
+    ))
     return (
         "tools/list",
-        principal.scopes,
+        principal.scopes & scopes,
         principal.method == "local",
-        principal.client_id,
-        principal.permissions,
+        principal.client_id if principal.client_id in clients else None,
+        principal.permissions & permissions,
         principal.is_superuser,
         bool(getattr(principal.user, "is_active", False)),
     )
@@ -105,7 +111,7 @@ async def serve_listing(
     request_id: bytes, principal: Principal, catalog: Catalog, send: Send, fallback: Fallback
 ) -> None:
     """Send the encoded listing, or let the SDK answer and keep its answer for next time."""
-    key = visibility(principal)
+    key = visibility(principal, catalog)
     encoded = catalog.memo.get(key)
     if encoded is None:
         listings = sum(1 for existing in catalog.memo if isinstance(existing, tuple) and existing[:1] == ("tools/list",))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import anyio
 from asgiref.sync import sync_to_async
 from django.core.cache import caches
 from django.utils import timezone
@@ -17,6 +19,7 @@ from .conf import get_settings
 DENIALS = frozenset({"permission_denied", "rate_limited", "declined", "unknown_tool"})
 NOT_ERRORS = frozenset({"ok", "confirmation_required"}) | DENIALS
 WINDOWS = {"day": timedelta(days=1), "week": timedelta(days=7)}
+logger = logging.getLogger("mcp_expose.usage")
 LIST_COUNTER_KEY = "mcp_expose:list-count:{hour}"
 
 
@@ -87,8 +90,8 @@ def count_list_call(count: int = 1, hour: str | None = None) -> None:
 
 
 class ListingTally:
-    """Listings counted in this process's memory and added to the shared counter at most every
-    `flush_seconds` (and at an hour's end, and at shutdown): a listing costs no cache round trip."""
+    """Listings counted in this process's memory and added to the shared counter every `flush_seconds`
+    (and at an hour's end, and at shutdown): a listing costs no cache round trip."""
 
     def __init__(self, flush_seconds: float = 1.0) -> None:
         self.flush_seconds = flush_seconds
@@ -108,8 +111,24 @@ class ListingTally:
     async def flush(self) -> None:
         pending, hour = self.pending, self.hour
         self.pending, self.flushed_at = 0, time.monotonic()
-        if pending:
+        if not pending:
+            return
+        try:
             await sync_to_async(count_list_call, thread_sensitive=False)(pending, hour)
+        except BaseException:
+            if self.hour == hour:
+                self.pending += pending  # try again with the next flush
+            raise
+
+    async def keep_flushing(self) -> None:
+        """Flush every `flush_seconds` while listings wait, so an idle server does not sit on them."""
+        while True:
+            await anyio.sleep(self.flush_seconds)
+            if self.pending:
+                try:
+                    await self.flush()
+                except Exception:  # noqa: BLE001  (the cache is down: counted again next time)
+                    logger.warning("Could not add tools/list calls to the listing counter", exc_info=True)
 
 
 def list_calls(window: timedelta) -> int:

@@ -7,6 +7,7 @@ JSON-RPC error code, id and result). Plus the listing counter the fast path keep
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import random
@@ -20,7 +21,7 @@ import pytest
 
 from mcp_expose.usage_report import ListingTally, list_calls
 
-from .live import LIVE_SETTINGS, LiveServer, run_server
+from .live import LIVE_SETTINGS, LiveServer, manage, run_server
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -155,6 +156,78 @@ def test_the_fast_path_serves_what_the_caller_may_see(fast: LiveServer, key: str
                          sorted(tool["name"] for tool in response.json()["result"]["tools"]))
     assert names[0] == names[1] and "library.borrow_book" in names[0]
     assert names[2] == names[3] == 401  # no credential, no listing: authentication comes first
+
+
+def test_callers_who_see_different_tools_get_different_listings(fast: LiveServer, key: str, data: Path) -> None:
+    code = ("from mcp_expose.models import ApiKey; from django.contrib.auth.models import User; "
+            "admin = User.objects.get(username='admin'); "
+            "print(ApiKey.create_key(user=admin, name='reader', scopes='library:read')[1], "
+            "ApiKey.create_key(user=admin, name='reader2', scopes='library:read unused:scope')[1])")
+    reader, reader_with_extra = manage(data, "shell", "-c", code).stdout.split()[-2:]
+    body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"_meta": META}})
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"}
+
+    def listing(credential: str) -> list[str]:
+        response = httpx2.post(fast.mcp_url, content=body, headers={**headers, "Authorization": f"Bearer {credential}"})
+        return sorted(tool["name"] for tool in response.json()["result"]["tools"])
+
+    admin_sees, reader_sees = listing(key), listing(reader)
+    assert listing(key) == admin_sees and listing(reader) == reader_sees  # again, from the encoded listings
+    assert "library.borrow_book" in admin_sees and "library.borrow_book" not in reader_sees
+    assert "library.search_books" in reader_sees
+    # A scope no tool asks for changes nothing the caller sees.
+    assert listing(reader_with_extra) == reader_sees
+
+
+def test_callers_differing_only_in_what_no_tool_asks_share_one_encoded_listing(registry: Any) -> None:
+    import mcp_expose
+    from mcp_expose.catalog import compile_catalog
+    from mcp_expose.fastpath import visibility
+    from mcp_expose.principal import Principal
+
+    def read() -> None:
+        return None
+
+    mcp_expose.tool(registry=registry, key="t.read", scopes=["shop:read"], permissions=["shop.view_order"])(read)
+    catalog = compile_catalog(registry, {}, "r")
+
+    def caller(scopes: set[str], permissions: set[str], client_id: str | None = None) -> Principal:
+        return Principal(user=None, scopes=frozenset(scopes), method="oauth", permissions=frozenset(permissions),
+                         client_id=client_id)
+
+    base = visibility(caller({"shop:read"}, {"shop.view_order"}), catalog)
+    assert visibility(caller({"shop:read", "mail:send"}, {"shop.view_order", "auth.add_user"}, "app-1"), catalog) == base
+    assert visibility(caller(set(), {"shop.view_order"}), catalog) != base
+    assert visibility(caller({"shop:read"}, set()), catalog) != base
+
+
+@pytest.mark.anyio
+async def test_a_failed_flush_keeps_its_count_and_an_idle_tally_flushes_by_itself(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anyio
+
+    from mcp_expose import usage_report
+
+    tally = ListingTally(flush_seconds=0.05)
+    before = list_calls(timedelta(hours=2))
+    real = usage_report.count_list_call
+
+    def cache_down(count: int = 1, hour: str | None = None) -> None:
+        raise ConnectionError("cache unavailable")
+
+    monkeypatch.setattr(usage_report, "count_list_call", cache_down)
+    for _ in range(3):
+        with contextlib.suppress(ConnectionError):
+            await tally.count()
+    assert tally.pending == 3 and list_calls(timedelta(hours=2)) == before
+    monkeypatch.setattr(usage_report, "count_list_call", real)
+    async with anyio.create_task_group() as group:
+        group.start_soon(tally.keep_flushing)
+        await anyio.sleep(0.3)  # no listing arrives: the tally flushes on its own
+        group.cancel_scope.cancel()
+    assert tally.pending == 0 and list_calls(timedelta(hours=2)) == before + 3
 
 
 @pytest.mark.anyio

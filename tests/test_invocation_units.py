@@ -38,7 +38,9 @@ from mcp_expose.usage_report import percentile, summary
 def test_chain_headers() -> None:
     assert read_chain({}) == CallChain(None, 0)
     assert read_chain({"x-conversation-id": "c-1:a.b", "x-agent-depth": "5"}) == CallChain("c-1:a.b", 5)
-    for bad in ({"x-agent-depth": "1.5"}, {"x-agent-depth": ""}, {"x-conversation-id": "x" * 129}, {"x-agent-depth": "6"}):
+    bad_headers = ({"x-agent-depth": "1.5"}, {"x-agent-depth": ""}, {"x-conversation-id": "x" * 129},
+                   {"x-agent-depth": "6"}, {"x-agent-depth": "\u00b9"})  # a digit to str.isdigit, not to int
+    for bad in bad_headers:
         with pytest.raises(InvalidChain):
             read_chain(bad)
     forwarded = CallChain("c", 2).forward()

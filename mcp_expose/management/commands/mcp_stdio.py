@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand
 
 from ...catalog import provider
-from ...server import build_server
+from ...server import build_server, listing_tally
 from ..cli import local_principal
 
 
@@ -43,5 +43,10 @@ class Command(BaseCommand):
         server = build_server(resolve=resolve, base_url=base_url, subscription_bus=bus, stateful_legacy=True)
         async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as group:
             group.start_soon(ChangeRelay(bus).run)
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            group.start_soon(listing_tally.keep_flushing)
+            try:
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await listing_tally.flush()
             group.cancel_scope.cancel()
