@@ -232,6 +232,7 @@ class ClientInput:
                 given[digest] = given.pop(UNASKED)  # now tied to this question
             if answer is not None:
                 answers[key] = answer
+        self.answers = kept  # a later `ask` in this run sees which unasked answer was taken
         if unanswered:
             # Ask again for anything missing or malformed, keeping what was answered well.
             raise InputRequired(unanswered, next_round_state(unanswered, kept, self.carried))
