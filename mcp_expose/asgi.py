@@ -31,6 +31,7 @@ from .auth import AuthFailure, authenticate
 from .catalog import Catalog, CatalogProvider
 from .catalog import provider as default_provider
 from .conf import get_settings
+from .credential_cache import CREDENTIALS_KEY
 from .edge import check_host, check_request
 from .events import ChangeRelay
 from .oauth.resource import (
@@ -41,9 +42,9 @@ from .oauth.resource import (
     resource_uri,
 )
 from .principal import Principal
+from .revision import REVISION_KEY, read_stamps
 from .server import (
     CATALOG_SCOPE_KEY,
-    COUNTED_SCOPE_KEY,
     PRINCIPAL_SCOPE_KEY,
     build_server,
     count_listing,
@@ -201,14 +202,10 @@ class McpExposeASGI:
             receive = _replay(body, receive)
             request_id = await fastpath.plain_listing_id(scope, headers, body, conf.JSON_RESPONSE)
             if request_id is not None:
-                await count_listing()
-                await fastpath.serve_listing(request_id, result, catalog, send, partial(self._served_by_sdk, scope, receive))
+                if await fastpath.serve_listing(request_id, result, catalog, send, partial(self.mcp_app, scope, receive)):
+                    await count_listing()  # the SDK's handler did not run, so it did not count this one
                 return
         await self.mcp_app(scope, receive, send)
-
-    async def _served_by_sdk(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The SDK answers (a listing the fast path has not encoded yet); its own handler does not count it again."""
-        await self.mcp_app({**scope, COUNTED_SCOPE_KEY: True}, receive, send)
 
     async def _serve_metadata(self, scope: Scope, receive: Receive, send: Send) -> None:
         """RFC 9728 protected resource metadata, at the path form and the root form."""
@@ -235,11 +232,13 @@ class McpExposeASGI:
     def _authenticate(
         self, headers: Mapping[str, str], query_keys: frozenset[str], resource: str
     ) -> tuple[Principal | AuthFailure, Catalog | None]:
-        """One thread hop for everything a request needs from the database and cache."""
-        result = authenticate(headers, query_keys, resource)
+        """One thread hop, and one cache round trip for both stamps, for everything a request needs from the
+        database and cache."""
+        stamps = read_stamps(REVISION_KEY, CREDENTIALS_KEY)
+        result = authenticate(headers, query_keys, resource, credentials_stamp=stamps[CREDENTIALS_KEY])
         if isinstance(result, AuthFailure):
             return result, None
-        return result, self.provider.get_sync()
+        return result, self.provider.get_sync(stamps[REVISION_KEY])
 
 
 def _without_outer_whitespace(scope: Scope) -> Scope:

@@ -45,7 +45,8 @@ URL_TOKEN_PARAMETERS = frozenset({"access_token", "api_key"})
 
 
 def authenticate(
-    headers: Mapping[str, str], query_keys: frozenset[str] = frozenset(), resource: str | None = None
+    headers: Mapping[str, str], query_keys: frozenset[str] = frozenset(), resource: str | None = None,
+    credentials_stamp: str | None = None,
 ) -> Principal | AuthFailure:
     """The caller behind `headers` (lower-cased names). Sync: touches the database.
 
@@ -66,13 +67,13 @@ def authenticate(
         return WRONG_SCHEME
     if not token:
         return INVALID_TOKEN
-    return _authenticate_bearer(token, resource)
+    return _authenticate_bearer(token, resource, credentials_stamp)
 
 
 @tidies_connections
-def _authenticate_bearer(token: str, resource: str | None) -> Principal | AuthFailure:
+def _authenticate_bearer(token: str, resource: str | None, stamp: str | None) -> Principal | AuthFailure:
     """The credential's owner, from this process's memory while nothing about credentials changed."""
-    stamp = credentials_revision()
+    stamp = stamp if stamp is not None else credentials_revision()
     known = credential_cache.get(token, resource, stamp)
     if known is not None:
         return known

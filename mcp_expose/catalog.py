@@ -218,8 +218,10 @@ class CatalogProvider:
         self._catalog: Catalog | None = None
         self._lock = threading.Lock()
 
-    def get_sync(self) -> Catalog:
-        revision = current_revision()
+    def get_sync(self, revision: str | None = None) -> Catalog:
+        """The catalog of `revision` (read from the cache when not given; the edge reads it with the
+        credentials stamp in one round trip)."""
+        revision = revision if revision is not None else current_revision()
         catalog = self._catalog
         if catalog is not None and catalog.revision == revision:
             return catalog

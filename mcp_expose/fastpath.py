@@ -109,14 +109,15 @@ def visibility(principal: Principal, catalog: Catalog) -> tuple[Any, ...]:
 
 async def serve_listing(
     request_id: bytes, principal: Principal, catalog: Catalog, send: Send, fallback: Fallback
-) -> None:
-    """Send the encoded listing, or let the SDK answer and keep its answer for next time."""
+) -> bool:
+    """Send the encoded listing and say True; or let the SDK answer (and count it, as it counts every
+    listing it serves), keep its answer for next time, and say False."""
     key = visibility(principal, catalog)
     encoded = catalog.memo.get(key)
     if encoded is None:
         listings = sum(1 for existing in catalog.memo if isinstance(existing, tuple) and existing[:1] == ("tools/list",))
         await fallback(_capturing(send, catalog, key) if listings < MAX_VARIANTS else send)
-        return
+        return False
     body = b'{"jsonrpc":"2.0","id":' + request_id + b',"result":' + encoded + b"}"
     await send({
         "type": "http.response.start",
@@ -124,6 +125,7 @@ async def serve_listing(
         "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")],
     })
     await send({"type": "http.response.body", "body": body})
+    return True
 
 
 def _capturing(send: Send, catalog: Catalog, key: tuple[Any, ...]) -> Send:

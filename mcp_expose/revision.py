@@ -21,18 +21,24 @@ def _cache():  # type: ignore[no-untyped-def]
     return caches[get_settings().CACHE_ALIAS]
 
 
-def read_stamp(key: str) -> str:
-    """The current stamp under `key`, creating one when the cache has none (first start, eviction, flush).
+def read_stamps(*keys: str) -> dict[str, str]:
+    """The current stamps under `keys`, in one cache round trip, creating any the cache has lost (first
+    start, eviction, flush).
 
     A fresh stamp after an eviction makes every process drop what it derived, so a change
     can never be missed because its stamp was lost.
     """
     cache = _cache()
-    stamp = cache.get(key)
-    if stamp is None:
-        cache.add(key, uuid.uuid4().hex, REVISION_TIMEOUT)
-        stamp = cache.get(key) or "unstamped"
-    return str(stamp)
+    stamps = cache.get_many(keys)
+    for key in keys:
+        if stamps.get(key) is None:
+            cache.add(key, uuid.uuid4().hex, REVISION_TIMEOUT)
+            stamps[key] = cache.get(key) or "unstamped"
+    return {key: str(stamps[key]) for key in keys}
+
+
+def read_stamp(key: str) -> str:
+    return read_stamps(key)[key]
 
 
 def move_stamp(key: str) -> str:

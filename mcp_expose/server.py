@@ -9,10 +9,10 @@ outcomes and MCP wire types.
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from functools import partial
 from typing import Any
 
 import mcp_types as types
@@ -51,10 +51,9 @@ logger = logging.getLogger("mcp_expose.server")
 
 PRINCIPAL_SCOPE_KEY = "mcp_expose.principal"
 CATALOG_SCOPE_KEY = "mcp_expose.catalog"
-# Set by the edge when it has counted this listing already (see `fastpath`).
-COUNTED_SCOPE_KEY = "mcp_expose.listing_counted"
 
 Resolver = Callable[[ServerRequestContext[Any]], Awaitable[tuple[Principal, Catalog]]]
+Handler = Callable[[ServerRequestContext[Any], Any], Awaitable[Any]]
 
 
 async def resolve_from_scope(ctx: ServerRequestContext[Any]) -> tuple[Principal, Catalog]:
@@ -171,8 +170,7 @@ def build_server(
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
         _refuse_cursor(params)
         principal, catalog = await resolve(ctx)
-        if ctx.request is None or not ctx.request.scope.get(COUNTED_SCOPE_KEY):
-            await count_listing()
+        await count_listing()
         definitions = catalog.remember("tool_definitions", lambda: {e.name: tool_definition(e) for e in catalog.tools})
         tools = [definitions[entry.name] for entry in visible_tools(catalog, principal)]
         return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
@@ -203,10 +201,6 @@ def build_server(
             outcome = await call_tool(catalog, principal, params.name, params.arguments, call_request(ctx, params))
         except UnknownTool as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
-        except MissingClientCapability as exc:
-            raise _missing_capability(exc) from None
-        except StaleConfirmation:
-            raise _stale_state() from None
         return render_outcome(outcome)
 
     async def list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
@@ -234,12 +228,6 @@ def build_server(
         uri = str(params.uri)
         try:
             entry, value = await read_resource(catalog, principal, uri, call_request(ctx, params))
-        except InputRequired as exc:
-            return exc.as_result()
-        except MissingClientCapability as exc:
-            raise _missing_capability(exc) from None
-        except StaleConfirmation:
-            raise _stale_state() from None
         except UnknownResource:
             raise MCPError(code=types.INVALID_PARAMS, message="Resource not found", data={"uri": uri}) from None
         except InvalidInput as exc:
@@ -260,12 +248,6 @@ def build_server(
         principal, catalog = await resolve(ctx)
         try:
             entry, found = await get_prompt(catalog, principal, params.name, params.arguments, call_request(ctx, params))
-        except InputRequired as exc:
-            return exc.as_result()
-        except MissingClientCapability as exc:
-            raise _missing_capability(exc) from None
-        except StaleConfirmation:
-            raise _stale_state() from None
         except UnknownPrompt as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         except InvalidInput as exc:
@@ -322,12 +304,12 @@ def build_server(
         title=conf.SERVER_TITLE,
         instructions=conf.INSTRUCTIONS,
         on_list_tools=list_tools,
-        on_call_tool=call,
+        on_call_tool=asks_in_rounds(call),
         on_list_resources=list_resources,
         on_list_resource_templates=list_resource_templates,
-        on_read_resource=read,
+        on_read_resource=asks_in_rounds(read),
         on_list_prompts=list_prompts,
-        on_get_prompt=get,
+        on_get_prompt=asks_in_rounds(get),
         on_completion=completion,
         on_subscriptions_listen=ListenHandler(subscription_bus) if subscription_bus is not None else None,
         get_tool_input_schema=input_schema_for,
@@ -337,7 +319,7 @@ def build_server(
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_log_level)
         server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
         server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
-        server.middleware.append(partial(remember_session, sessions))
+        server.middleware.append(functools.partial(remember_session, sessions))
     server.middleware.insert(0, hide_internal_errors)
     server.middleware.append(refuse_bad_chains)
     server.middleware.append(RequestStateBoundary(request_state_security(), default_audience=conf.SERVER_NAME))
@@ -398,15 +380,27 @@ async def count_listing() -> None:
         logger.exception("Could not count tools/list calls")
 
 
-def _stale_state() -> MCPError:
-    """A request state already used (a replay), or naming a confirmation that is not pending: as the SDK
-    answers a state that fails its seal."""
-    return MCPError(code=types.INVALID_PARAMS, message="Invalid or expired requestState",
-                    data={"reason": "invalid_request_state"})
+def asks_in_rounds(handler: Handler) -> Handler:
+    """The three methods that may ask the client (tools/call, resources/read, prompts/get), in protocol terms:
+    questions become an `input_required` result, an undeclared capability -32021, and a request state
+    already used (a replay) or naming a confirmation no longer pending -32602, as the SDK answers a state
+    that fails its seal."""
 
+    @functools.wraps(handler)
+    async def answered(ctx: ServerRequestContext[Any], params: Any) -> Any:
+        try:
+            return await handler(ctx, params)
+        except InputRequired as exc:
+            return exc.as_result()
+        except MissingClientCapability as exc:
+            raise MCPError(
+                code=types.MISSING_REQUIRED_CLIENT_CAPABILITY, message=str(exc), data=exc.error_data()
+            ) from None
+        except StaleConfirmation:
+            raise MCPError(code=types.INVALID_PARAMS, message="Invalid or expired requestState",
+                           data={"reason": "invalid_request_state"}) from None
 
-def _missing_capability(exc: MissingClientCapability) -> MCPError:
-    return MCPError(code=types.MISSING_REQUIRED_CLIENT_CAPABILITY, message=str(exc), data=exc.error_data())
+    return answered
 
 
 def _back_channel(ctx: ServerRequestContext[Any]) -> BackChannel | None:

@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from .live import LIVE_SETTINGS, LiveServer, jsonrpc_body, modern_headers, prepare_demo, run_server
+from .live import LiveServer, jsonrpc_body, modern_headers, prepare_demo, run_server
 from .test_invocation import authors_named
 
 pytestmark = pytest.mark.anyio
@@ -202,11 +202,6 @@ async def test_a_confirmed_call_may_ask_more_and_writes_once(server: LiveServer,
     assert scripted.asked[1:] == ["elicit:Name this launch"]
     assert authors_named(data, "launched-moon-falcon") == 1
 
-
-@pytest.fixture(scope="module")
-def server(data: Path) -> Iterator[LiveServer]:
-    with run_server(data, **LIVE_SETTINGS) as live:
-        yield live
 
 
 async def test_stateful_legacy_sessions_hear_list_changes(stateful: LiveServer) -> None:

@@ -125,3 +125,16 @@ def test_rows_override_annotation_hints(registry: CapabilityRegistry) -> None:
     assert catalog.get("app.x").annotations.as_dict() == {
         "readOnlyHint": False, "destructiveHint": True, "openWorldHint": False,
     }
+
+
+def test_stamps_are_read_together_and_recreated_when_lost() -> None:
+    from django.core.cache import cache
+
+    from mcp_expose.credential_cache import CREDENTIALS_KEY
+    from mcp_expose.revision import REVISION_KEY, read_stamps
+
+    first = read_stamps(REVISION_KEY, CREDENTIALS_KEY)
+    assert read_stamps(REVISION_KEY, CREDENTIALS_KEY) == first
+    cache.delete(CREDENTIALS_KEY)  # evicted: a fresh stamp makes every process forget what it knew
+    again = read_stamps(REVISION_KEY, CREDENTIALS_KEY)
+    assert again[REVISION_KEY] == first[REVISION_KEY] and again[CREDENTIALS_KEY] != first[CREDENTIALS_KEY]

@@ -247,3 +247,21 @@ def test_the_corpus_is_varied() -> None:
     corpus = list(itertools.islice(generated_requests(CORPUS_SIZE), CORPUS_SIZE))
     # A quarter are the valid listing itself; the rest differ from it in one, two or every part.
     assert len({(tuple(sorted(headers.items())), body) for headers, body in corpus}) > CORPUS_SIZE // 8
+
+
+def test_every_listing_is_counted_once_whoever_answers_it(fast: LiveServer, key: str, data: Path) -> None:
+    import time
+
+    count = ("from datetime import timedelta; from mcp_expose.usage_report import list_calls; "
+             "print(list_calls(timedelta(hours=2)))")
+    before = int(manage(data, "shell", "-c", count).stdout.split()[-1])
+    body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": META}})
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list", "Authorization": f"Bearer {key}",
+               "X-Conversation-Id": f"count-{time.time_ns()}"}
+    # A new catalog revision first, so the first listing is the SDK's (a miss) and the rest are encoded bytes.
+    manage(data, "shell", "-c", "from mcp_expose.signals import catalog_changed; catalog_changed()")
+    for _ in range(5):
+        assert httpx2.post(fast.mcp_url, content=body, headers=headers).status_code == 200
+    time.sleep(1.5)  # the tally flushes every second
+    assert int(manage(data, "shell", "-c", count).stdout.split()[-1]) == before + 5
