@@ -26,7 +26,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import fastpath
+from . import fastpath, usage_writer
 from .auth import AuthFailure, authenticate
 from .catalog import Catalog, CatalogProvider
 from .catalog import provider as default_provider
@@ -111,6 +111,9 @@ class McpExposeASGI:
             try:
                 await sync_to_async(self._resolve_declarations, thread_sensitive=True)()
                 await stack.enter_async_context(self._serving())
+                # Usage rows in batches only where a shutdown is announced, so that it can write the last ones.
+                if usage_writer.start(get_settings().USAGE_BATCH_SECONDS) is not None:
+                    stack.push_async_callback(_write_queued_usage)
             except Exception as exc:
                 logger.exception("MCP session manager failed to start")
                 await send({"type": "lifespan.startup.failed", "message": str(exc)})
@@ -200,10 +203,15 @@ class McpExposeASGI:
                 await _json_error(413, "request_too_large", "The request body is too large.")(scope, receive, send)
                 return
             receive = _replay(body, receive)
-            request_id = await fastpath.plain_listing_id(scope, headers, body, conf.JSON_RESPONSE)
-            if request_id is not None:
-                if await fastpath.serve_listing(request_id, result, catalog, send, partial(self.mcp_app, scope, receive)):
+            plain = await fastpath.plain_request(scope, headers, body, conf.JSON_RESPONSE)
+            fallback = partial(self.mcp_app, scope, receive)
+            if plain is not None and plain.method == "tools/list":
+                if await fastpath.serve_listing(plain.id_json, result, catalog, send, fallback):
                     await count_listing()  # the SDK's handler did not run, so it did not count this one
+                return
+            if plain is not None:
+                await fastpath.serve_call(plain, result, catalog, self.manager.app, scope, receive, send, fallback,
+                                          conf.JSON_RESPONSE)
                 return
         await self.mcp_app(scope, receive, send)
 
@@ -239,6 +247,11 @@ class McpExposeASGI:
         if isinstance(result, AuthFailure):
             return result, None
         return result, self.provider.get_sync(stamps[REVISION_KEY])
+
+
+async def _write_queued_usage() -> None:
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(usage_writer.stop)
 
 
 def _without_outer_whitespace(scope: Scope) -> Scope:

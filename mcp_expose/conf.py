@@ -69,6 +69,10 @@ DEFAULTS: dict[str, Any] = {
     # (elicitation, sampling, roots), logging/setLevel, resource subscriptions and resumable streams.
     # 2026-07-28 clients are stateless either way.
     "LEGACY_SESSIONS": False,
+    # Usage rows are written by one thread per server process, in batches at most this many seconds
+    # apart, off the request path (and all of them at a graceful shutdown). 0: each call writes its own
+    # row before it is answered. Outside an ASGI server (commands, stdio) rows are always written at once.
+    "USAGE_BATCH_SECONDS": 0.2,
     # Answer plain 2026-07-28 tools/list requests from a listing encoded once per catalog revision and
     # visibility set (the first one produced by the SDK itself), instead of running the SDK for each.
     "FAST_PATH": True,

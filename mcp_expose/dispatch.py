@@ -20,7 +20,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 
-from . import asking, confirmation, ratelimit, usage
+from . import asking, confirmation, ratelimit, usage, usage_writer
 from .asking import ClientInput, Elicit, InputRequired, MissingClientCapability, read_state
 from .catalog import Catalog, ToolEntry
 from .chain import CallChain
@@ -181,8 +181,9 @@ async def call_tool(
         raise
     finally:
         record.duration_ms = (time.perf_counter() - started) * 1000
-        with anyio.CancelScope(shield=True):
-            await sync_to_async(usage.write, thread_sensitive=False)(record)
+        if not usage_writer.queue_or_none(record):  # no batching writer in this process: write it now
+            with anyio.CancelScope(shield=True):
+                await sync_to_async(usage.write, thread_sensitive=False)(record)
 
 
 def _describe_outcome(record: usage.CallRecord, outcome: ToolOutcome) -> None:

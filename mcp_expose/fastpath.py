@@ -1,54 +1,99 @@
-"""The one place mcp_expose answers a protocol request itself: a plain 2026-07-28 `tools/list`.
+"""The one place mcp_expose answers protocol requests itself: plain 2026-07-28 `tools/list` and `tools/call`.
 
 A listing depends only on the catalog revision and on what the caller may see, so the answer is
 encoded once per (revision, visibility) and served as bytes afterwards, with the request's id
 spliced in. The first answer for each is produced by the SDK itself and captured from the wire, so
 what the fast path serves is byte for byte what the SDK would have sent.
 
+A call runs through the same dispatcher and the same result rendering as on the SDK path, and its
+result is shaped by the SDK's own result serializer and server-info stamp; what the fast path skips is
+the SDK's per-request machinery around them (dispatch context, runner, middleware chain, response
+models). A result asking the client for input is sealed by the SDK's own `RequestStateBoundary`.
+
 "Plain" is decided with the SDK's own checks (Content-Type, Accept, the JSON-RPC envelope, duplicated
 routing headers, the `_meta` envelope against the headers, the per-version wire surface, the params
 model), plus our chain-header check; `tests/test_fastpath.py` sends a generated corpus to servers with
-and without the fast path and requires identical answers. Anything else (a cursor, a progress token or log level, `Mcp-Param-*` headers, a malformed
-request of any kind) goes to the SDK, which answers it as always.
+and without the fast path and requires identical answers. Anything else goes to the SDK, which answers it
+as always: a cursor, a progress token or log level, `Mcp-Param-*` headers, a later round (request state,
+input responses), a task, a tool the caller cannot call, one needing confirmation or bound to headers
+(`x-mcp-header`), and a malformed request of any kind.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import mcp_types as types
+from mcp.server import Server
+from mcp.server._streamable_http_modern import _SSE_HEADERS as SSE_HEADERS
+from mcp.server._streamable_http_modern import _SSE_PING_INTERVAL as SSE_PING_INTERVAL
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.connection import Connection
+from mcp.server.request_state import RequestStateBoundary
+from mcp.server.runner import modern_error_data
 from mcp.server.streamable_http import check_accept_headers
 from mcp.server.transport_security import TransportSecurityMiddleware
-from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request, find_duplicated_routing_header
-from mcp_types import JSONRPCRequest
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    InboundLadderRejection,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+)
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, SERVER_INFO_META_KEY, JSONRPCRequest
 from mcp_types import methods as wire_methods
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
-from starlette.types import Message, Send
+from starlette.types import Message, Receive, Scope, Send
 
+from .asking import ClientInput, MissingClientCapability
 from .catalog import Catalog
 from .chain import read_chain
+from .confirmation import StaleConfirmation
+from .dispatch import CallRequest
+from .oauth.resource import request_origin
+from .policy import decide
 from .principal import Principal
+from .schema import thaw
+from .server import answer_call, internal_error, question_error, tool_headers
 
 MODERN = "2026-07-28"
 # Listing variants kept per catalog revision; past this, the SDK answers (nothing is wrong, just not cached).
 MAX_VARIANTS = 1_000
 UNCACHED_META_KEYS = frozenset({"progressToken", "io.modelcontextprotocol/logLevel"})
+# Params that make a request something other than a first, plain round: a page, a later round, a task.
+LATER_ROUNDS = ("cursor", "request_state", "input_responses", "task")
+PARAMS_MODELS: dict[str, type[BaseModel]] = {
+    "tools/list": types.PaginatedRequestParams,
+    "tools/call": types.CallToolRequestParams,
+}
 _CONTENT_TYPE_CHECK = TransportSecurityMiddleware(None)
+HEADER_ANNOTATION = "x-mcp-header"
 
 Fallback = Callable[[Send], Awaitable[None]]
 
 
+@dataclass(frozen=True, slots=True)
+class PlainRequest:
+    """A request the fast path may answer: its method, its id as JSON, and its params."""
+
+    method: str
+    id_json: bytes
+    params: Mapping[str, Any]
+
+
 def is_candidate(method: str, headers: Mapping[str, str]) -> bool:
-    """Cheap first look, before the body is read: a 2026-07-28 `tools/list` POST."""
-    return method == "POST" and headers.get("mcp-method") == "tools/list" and \
+    """Cheap first look, before the body is read: a 2026-07-28 `tools/list` or `tools/call` POST."""
+    return method == "POST" and headers.get("mcp-method") in PARAMS_MODELS and \
         headers.get("mcp-protocol-version") == MODERN
 
 
-async def plain_listing_id(scope: Any, headers: Mapping[str, str], body: bytes, json_response: bool) -> bytes | None:
-    """The request's id, JSON-encoded, when this is a listing the SDK would answer plainly; else None."""
+async def plain_request(scope: Any, headers: Mapping[str, str], body: bytes, json_response: bool) -> PlainRequest | None:
+    """The request, when it is one the SDK would answer plainly; else None (the SDK answers it)."""
     if any(name.startswith("mcp-param-") for name in headers):
         return None
     request = Request(scope)
@@ -61,7 +106,9 @@ async def plain_listing_id(scope: Any, headers: Mapping[str, str], body: bytes, 
         decoded = json.loads(body)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(decoded, dict) or decoded.get("method") != "tools/list" or "id" not in decoded:
+    method = headers.get("mcp-method")
+    if not isinstance(decoded, dict) or method not in PARAMS_MODELS or decoded.get("method") != method or \
+            "id" not in decoded:
         return None
     try:
         envelope = JSONRPCRequest.model_validate(decoded)
@@ -74,18 +121,18 @@ async def plain_listing_id(scope: Any, headers: Mapping[str, str], body: bytes, 
     params = decoded.get("params")
     try:
         # What the SDK's runner checks before a handler runs: the per-version wire surface, then the params model.
-        wire_methods.validate_client_request("tools/list", MODERN, params)
-        listing = types.PaginatedRequestParams.model_validate({} if params is None else params, by_name=False)
+        wire_methods.validate_client_request(method, MODERN, params)
+        typed = PARAMS_MODELS[method].model_validate({} if params is None else params, by_name=False)
     except Exception:  # noqa: BLE001  (anything the SDK would refuse, however it says so: the SDK answers)
         return None
     meta = (params or {}).get("_meta") or {}
-    if listing.cursor is not None or UNCACHED_META_KEYS & set(meta):
+    if UNCACHED_META_KEYS & set(meta) or any(getattr(typed, name, None) is not None for name in LATER_ROUNDS):
         return None
     try:
         read_chain(headers)
     except Exception:  # noqa: BLE001  (InvalidChain, or anything else: the SDK path answers it)
         return None
-    return json.dumps(envelope.id).encode()
+    return PlainRequest(method, json.dumps(envelope.id).encode(), params or {})
 
 
 def visibility(principal: Principal, catalog: Catalog) -> tuple[Any, ...]:
@@ -118,13 +165,7 @@ async def serve_listing(
         listings = sum(1 for existing in catalog.memo if isinstance(existing, tuple) and existing[:1] == ("tools/list",))
         await fallback(_capturing(send, catalog, key) if listings < MAX_VARIANTS else send)
         return False
-    body = b'{"jsonrpc":"2.0","id":' + request_id + b',"result":' + encoded + b"}"
-    await send({
-        "type": "http.response.start",
-        "status": 200,
-        "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")],
-    })
-    await send({"type": "http.response.body", "body": body})
+    await _send_json((200, b'{"jsonrpc":"2.0","id":' + request_id + b',"result":' + encoded + b"}"), send)
     return True
 
 
@@ -156,3 +197,153 @@ def _keep(catalog: Catalog, key: tuple[Any, ...], body: bytes) -> None:
         return
     if isinstance(answer, dict) and isinstance(answer.get("result"), dict) and "error" not in answer:
         catalog.memo.setdefault(key, json.dumps(answer["result"], separators=(",", ":")).encode())
+
+
+async def serve_call(
+    plain: PlainRequest, principal: Principal, catalog: Catalog, server: Server[Any],
+    scope: Scope, receive: Receive, send: Send, fallback: Fallback, json_response: bool,
+) -> bool:
+    """Run the call and send its answer, saying True; or let the SDK answer it (False)."""
+    name = plain.params["name"]
+    entry = catalog.get(name)
+    if entry is None or entry.requires_confirmation or name in _header_bound(catalog) or \
+            server.cache_hints.get("tools/call") is not None or not decide(principal, entry).allowed:
+        await fallback(send)
+        return False
+    call = _answer(plain, principal, catalog, server, scope)
+    if json_response:
+        await _send_json(await call, send)
+    else:
+        await _answer_in_sse_mode(call, receive, send)
+    return True
+
+
+def _header_bound(catalog: Catalog) -> frozenset[str]:
+    """Tools with `x-mcp-header` parameters: the SDK checks their headers against the arguments."""
+    return catalog.remember("fastpath-header-bound", lambda: frozenset(
+        entry.name for entry in catalog.tools if HEADER_ANNOTATION in json.dumps(thaw(entry.input_schema))
+    ))
+
+
+async def _answer(
+    plain: PlainRequest, principal: Principal, catalog: Catalog, server: Server[Any], scope: Scope
+) -> tuple[int, bytes]:
+    """The HTTP status and JSON-RPC response for the call: its result, or the error the SDK path would give."""
+    params = plain.params
+    meta = params.get("_meta") or {}
+    headers = tool_headers((name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"])
+    client = scope.get("client")
+    request = CallRequest(
+        protocol_version=MODERN,
+        headers=headers,
+        chain=read_chain(headers),
+        client=ClientInput.for_round(
+            Connection.from_envelope(MODERN, meta.get(CLIENT_INFO_META_KEY), meta.get(CLIENT_CAPABILITIES_META_KEY))
+            .client_capabilities, None, None, rounds=True,
+        ),
+        base_url=request_origin(scope.get("scheme", "http"), headers),
+        client_address=client[0] if client else None,
+    )
+    token = auth_context_var.set(scope.get("user"))  # the caller the request state is bound to
+    try:
+        result = await answer_call(catalog, principal, params["name"], params.get("arguments"), request)
+        wire = _shaped(result, server)
+        if wire.get("resultType") == "input_required":
+            wire = await _boundary(server)(_Exchange("tools/call", params), _returning(wire))
+    except (MissingClientCapability, StaleConfirmation) as exc:
+        return _error(plain, question_error(exc))
+    except MCPError as exc:
+        return _error(plain, exc)
+    except Exception:  # noqa: BLE001  (as `hide_internal_errors` answers it on the SDK path)
+        return _error(plain, internal_error("tools/call"))
+    finally:
+        auth_context_var.reset(token)
+    return 200, b'{"jsonrpc":"2.0","id":' + plain.id_json + b',"result":' + _encode(wire) + b"}"
+
+
+def _shaped(result: BaseModel, server: Server[Any]) -> dict[str, Any]:
+    """The result on the wire, shaped as the SDK's runner shapes it: its serializer, then the stamp."""
+    wire = wire_methods.serialize_server_result(
+        "tools/call", MODERN, result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    )
+    if wire.get("resultType") is None:
+        wire["resultType"] = "complete"
+    meta = wire.get("_meta")
+    if meta is None:
+        wire["_meta"] = {SERVER_INFO_META_KEY: server.server_info_stamp}
+    elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+        wire["_meta"] = {**meta, SERVER_INFO_META_KEY: server.server_info_stamp}
+    return wire
+
+
+@dataclass(frozen=True, slots=True)
+class _Exchange:
+    """What the SDK's `RequestStateBoundary` reads of a request context when it seals a result."""
+
+    method: str
+    params: Mapping[str, Any]
+
+
+def _returning(wire: dict[str, Any]) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+    async def call_next(ctx: Any) -> dict[str, Any]:
+        return wire
+
+    return call_next
+
+
+def _boundary(server: Server[Any]) -> RequestStateBoundary:
+    return next(middleware for middleware in server.middleware if isinstance(middleware, RequestStateBoundary))
+
+
+def _error(plain: PlainRequest, exc: MCPError) -> tuple[int, bytes]:
+    """As the SDK writes an error reply: with the HTTP status its table maps the code to."""
+    error = modern_error_data(exc)
+    encoded = _encode(error.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return ERROR_CODE_HTTP_STATUS.get(error.code, 200), b'{"jsonrpc":"2.0","id":' + plain.id_json + b',"error":' + encoded + b"}"
+
+
+def _encode(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+async def _send_json(reply: tuple[int, bytes], send: Send) -> None:
+    status, body = reply
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")],
+    })
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _answer_in_sse_mode(call: Awaitable[tuple[int, bytes]], receive: Receive, send: Send) -> None:
+    """As the SDK answers in SSE mode: JSON when the answer comes within the ping interval; past it, an
+    event stream kept alive with pings until the answer; a client that goes away cancels the call."""
+    answer: list[tuple[int, bytes]] = []
+    done = anyio.Event()
+
+    async def run() -> None:
+        answer.append(await call)
+        done.set()
+
+    async def watch_disconnect(cancel_scope: anyio.CancelScope) -> None:
+        while (await receive()).get("type") != "http.disconnect":
+            pass
+        cancel_scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        group.start_soon(watch_disconnect, group.cancel_scope)
+        with anyio.move_on_after(SSE_PING_INTERVAL):
+            await done.wait()
+        if done.is_set():
+            await _send_json(answer[0], send)
+        else:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            while not done.is_set():
+                await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
+                with anyio.move_on_after(SSE_PING_INTERVAL):
+                    await done.wait()
+            event = b"event: message\r\ndata: " + answer[0][1] + b"\r\n\r\n"
+            await send({"type": "http.response.body", "body": event, "more_body": False})
+        group.cancel_scope.cancel()

@@ -12,7 +12,7 @@ import base64
 import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -197,11 +197,7 @@ def build_server(
 
     async def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
         principal, catalog = await resolve(ctx)
-        try:
-            outcome = await call_tool(catalog, principal, params.name, params.arguments, call_request(ctx, params))
-        except UnknownTool as exc:
-            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
-        return render_outcome(outcome)
+        return await answer_call(catalog, principal, params.name, params.arguments, call_request(ctx, params))
 
     async def list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
         _refuse_cursor(params)
@@ -334,12 +330,28 @@ async def hide_internal_errors(ctx: ServerRequestContext[Any], call_next: Any) -
     except (MCPError, ValidationError):
         raise  # protocol errors, and malformed params the SDK answers with -32602
     except Exception:
-        incident = uuid.uuid4().hex[:16]
-        logger.exception("MCP request %s failed unexpectedly (incident %s)", ctx.method, incident)
-        raise MCPError(
-            code=types.INTERNAL_ERROR, message="Internal error. Quote the incident id when reporting this.",
-            data={"incident": incident},
-        ) from None
+        raise internal_error(ctx.method) from None
+
+
+def internal_error(method: str) -> MCPError:
+    """-32603 with an incident id, for an unexpected exception being handled (logged with its traceback)."""
+    incident = uuid.uuid4().hex[:16]
+    logger.exception("MCP request %s failed unexpectedly (incident %s)", method, incident)
+    return MCPError(
+        code=types.INTERNAL_ERROR, message="Internal error. Quote the incident id when reporting this.",
+        data={"incident": incident},
+    )
+
+
+async def answer_call(
+    catalog: Catalog, principal: Principal, name: str, arguments: Mapping[str, Any] | None, request: CallRequest
+) -> types.CallToolResult | types.InputRequiredResult:
+    """A tools/call through the dispatcher, as its result (a tool the caller may not use: -32602)."""
+    try:
+        outcome = await call_tool(catalog, principal, name, arguments, request)
+    except UnknownTool as exc:
+        raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+    return render_outcome(outcome)
 
 
 async def remember_session(sessions: SessionMemory, ctx: ServerRequestContext[Any], call_next: Any) -> Any:
@@ -392,15 +404,18 @@ def asks_in_rounds(handler: Handler) -> Handler:
             return await handler(ctx, params)
         except InputRequired as exc:
             return exc.as_result()
-        except MissingClientCapability as exc:
-            raise MCPError(
-                code=types.MISSING_REQUIRED_CLIENT_CAPABILITY, message=str(exc), data=exc.error_data()
-            ) from None
-        except StaleConfirmation:
-            raise MCPError(code=types.INVALID_PARAMS, message="Invalid or expired requestState",
-                           data={"reason": "invalid_request_state"}) from None
+        except (MissingClientCapability, StaleConfirmation) as exc:
+            raise question_error(exc) from None
 
     return answered
+
+
+def question_error(exc: MissingClientCapability | StaleConfirmation) -> MCPError:
+    """The protocol error for a question the client cannot answer, or a round already answered."""
+    if isinstance(exc, MissingClientCapability):
+        return MCPError(code=types.MISSING_REQUIRED_CLIENT_CAPABILITY, message=str(exc), data=exc.error_data())
+    return MCPError(code=types.INVALID_PARAMS, message="Invalid or expired requestState",
+                    data={"reason": "invalid_request_state"})
 
 
 def _back_channel(ctx: ServerRequestContext[Any]) -> BackChannel | None:
@@ -455,7 +470,11 @@ def _base_url(ctx: ServerRequestContext[Any]) -> str:
 
 
 def _headers(ctx: ServerRequestContext[Any]) -> Mapping[str, str]:
-    """The request's headers as tools see them: credentials stay with the edge."""
     if ctx.request is None:
         return {}
-    return {name: value for name, value in ctx.request.headers.items() if name not in WITHHELD_HEADERS}
+    return tool_headers(ctx.request.headers.items())
+
+
+def tool_headers(items: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The request's headers as tools see them: credentials stay with the edge."""
+    return {name: value for name, value in items if name not in WITHHELD_HEADERS}

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils import timezone
+
 from .db import close_stale_connections
 
 logger = logging.getLogger("mcp_expose.usage")
@@ -35,6 +37,8 @@ class CallRecord:
     depth: int = 0
     conversation_id: str = ""
     protocol_version: str = ""
+    # When the call started: the row keeps it even when written later, in a batch.
+    created_at: Any = field(default_factory=timezone.now)
 
 
 def describe_arguments(arguments: Mapping[str, Any] | None, with_values: bool) -> tuple[int, list[str], dict[str, Any] | None]:
@@ -60,13 +64,14 @@ def redact(value: Any) -> Any:
     return value
 
 
-def write(record: CallRecord) -> bool:
-    """Insert the row, retrying briefly; on final failure log it whole (without secrets). Sync."""
+def row_for(record: CallRecord) -> Any:
+    """The `ToolCall` row for a record (unsaved)."""
     from .models import ToolCall
 
     principal = record.principal
     user = principal.user if getattr(principal.user, "is_authenticated", False) else None
-    row = ToolCall(
+    return ToolCall(
+        created_at=record.created_at,
         tool_name=record.tool_name[:64],
         tool_key=record.tool_key,
         user=user,
@@ -87,6 +92,17 @@ def write(record: CallRecord) -> bool:
         conversation_id=record.conversation_id or "",
         protocol_version=record.protocol_version or "",
     )
+
+
+def write(record: CallRecord) -> bool:
+    """Insert the row, retrying briefly; on final failure log it whole (without secrets). Sync."""
+    principal = record.principal
+    try:
+        row = row_for(record)
+    except Exception:  # noqa: BLE001  (the log must never break the call)
+        logger.exception("Could not build the usage row for %s (outcome %s, caller %s)",
+                         record.tool_name, record.outcome, principal.label)
+        return False
     for attempt in range(1, WRITE_ATTEMPTS + 1):
         close_stale_connections()
         try:

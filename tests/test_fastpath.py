@@ -1,4 +1,4 @@
-"""The fast path for 2026-07-28 `tools/list` answers exactly as the SDK does.
+"""The fast path for 2026-07-28 `tools/list` and `tools/call` answers exactly as the SDK does.
 
 A differential test: the same generated corpus of valid and invalid requests goes to two live servers on
 one database, one with the fast path and one without, and every answer must match (status, content type,
@@ -40,7 +40,15 @@ def through_sdk(data: Path) -> Iterator[LiveServer]:
         yield live
 
 
-def _choices(rng: random.Random, key: str) -> list[tuple[str, Any]]:
+GOOD_ARGUMENTS = {
+    "library.echo": {"message": "hi"}, "library.get_book": {"book_id": 1}, "toolbox.header_names": {},
+    "toolbox.chain_info": {}, "toolbox.greet": {}, "library.whoami": {}, "toolbox.big": {"count": 3},
+    "no.such_tool": {},
+}
+
+
+def _choices(key: str, method: str) -> list[Any]:
+    """The values each part of a request may take; the first is the valid one."""
     meta_variants: list[Any] = [
         META, META, META,
         {**META, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}},
@@ -50,44 +58,57 @@ def _choices(rng: random.Random, key: str) -> list[tuple[str, Any]]:
         {**META, "io.modelcontextprotocol/protocolVersion": "2025-11-25"},
         {**META, "io.modelcontextprotocol/clientCapabilities": "all"},
         {**META, "io.modelcontextprotocol/clientCapabilities": {"sampling": {}, "elicitation": {"form": {}}}},
+        {**META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}},
         {**META, "progressToken": 7},
         {**META, "io.modelcontextprotocol/logLevel": "info"},
         {**META, "io.modelcontextprotocol/logLevel": "loud"},
         {**META, "extra": [1, 2]},
     ]
-    params_variants: list[Any] = [
-        "META", "META", "META", None, {}, [], "text",
-        {"cursor": "abc"}, {"cursor": None}, {"cursor": 5}, {"unexpected": True},
-    ]
+    other = "tools/call" if method == "tools/list" else "tools/list"
     return {
         "content_type": ["application/json"] * 6 + ["application/json; charset=utf-8", "text/plain", None],
         "accept": ["application/json, text/event-stream"] * 6 + [
             "application/json", "text/event-stream", "*/*", None, "application/json;q=0.9, text/event-stream"],
         "version": [MODERN] * 8 + ["2025-11-25", "2099-01-01", None],
-        "method_header": ["tools/list"] * 8 + ["tools/call", "TOOLS/LIST", None],
+        "method_header": [method] * 8 + [other, method.upper(), None],
         "duplicate_method": [False] * 9 + [True],
         "depth": [None] * 8 + ["2", "x", "99"],
         "param_header": [None] * 9 + ["Mcp-Param-Region"],
         "id": [1, 2, "abc", "ünï", 0, -5, 2**70, 1.5, None, True, "MISSING"],
         "jsonrpc": ["2.0"] * 8 + ["1.0", "MISSING"],
-        "method": ["tools/list"] * 8 + ["tools/call", "resources/list"],
-        "params": params_variants,
+        "method": [method] * 8 + [other, "resources/list"],
+        "params": ["META"] * 3 + [None, {}, [], "text"] + (
+            [{"cursor": "abc"}, {"cursor": None}, {"cursor": 5}, {"unexpected": True}] if method == "tools/list" else
+            [{"requestState": "abc"}, {"requestState": None}, {"inputResponses": {}}, {"task": {}}, {"unexpected": 1}]),
         "meta": meta_variants,
         "shape": ["object"] * 12 + ["batch", "not json", "notification", "empty"],
+        # tools/call only
+        "tool": ["library.echo"] * 4 + [name for name in GOOD_ARGUMENTS if name != "library.echo"],
+        "arguments": ["GOOD"] * 6 + ["MISSING", None, {}, "text", {"message": 5}, {"book_id": 99999},
+                                     {"message": "x" * 1001}, {"count": -1}],
+        "name_header": ["SAME"] * 8 + [None, "library.get_book", "Library.echo"],
     }[key]
 
 
-def generated_requests(count: int, seed: int = 20261130) -> Iterator[tuple[dict[str, str], bytes]]:
-    """A valid listing with none, one, two or many of its parts changed, each to a value from its list."""
+KEYS = {
+    "tools/list": ["content_type", "accept", "version", "method_header", "duplicate_method", "depth", "param_header",
+                   "id", "jsonrpc", "method", "params", "meta", "shape"],
+}
+KEYS["tools/call"] = [*KEYS["tools/list"], "tool", "arguments", "name_header"]
+
+
+def generated_requests(count: int, method: str = "tools/list", seed: int = 20261130) -> Iterator[tuple[dict[str, str], bytes]]:
+    """A valid request with none, one, two or many of its parts changed, each to a value from its list."""
     rng = random.Random(seed)
-    keys = ["content_type", "accept", "version", "method_header", "duplicate_method", "depth", "param_header",
-            "id", "jsonrpc", "method", "params", "meta", "shape"]
-    valid = {key: _choices(rng, key)[0] for key in keys}
+    keys = KEYS[method]
+    valid = {key: _choices(key, method)[0] for key in keys}
     for _ in range(count):
         pick = dict(valid)
         changed = rng.choice([0, 0, 1, 1, 1, 2, 2, len(keys)])
         for key in rng.sample(keys, changed):
-            pick[key] = rng.choice(_choices(rng, key))
+            pick[key] = rng.choice(_choices(key, method))
+        if method == "tools/call" and rng.random() < 0.5:
+            pick["tool"] = rng.choice(_choices("tool", method))  # every tool, valid or not, in many requests
         yield _request(pick)
 
 
@@ -100,8 +121,15 @@ def _request(pick: dict[str, Any]) -> tuple[dict[str, str], bytes]:
     if pick["param_header"]:
         headers[pick["param_header"]] = "eu"
     params = pick["params"]
-    if params == "META":
-        params = {"_meta": pick["meta"]}
+    if isinstance(params, dict) or params == "META":
+        params = {"_meta": pick["meta"], **(params if isinstance(params, dict) else {})}
+        if "tool" in pick:
+            params["name"] = pick["tool"]
+            arguments = GOOD_ARGUMENTS[pick["tool"]] if pick["arguments"] == "GOOD" else pick["arguments"]
+            if arguments != "MISSING":
+                params["arguments"] = arguments
+    if "tool" in pick and pick["name_header"] is not None:
+        headers["Mcp-Name"] = pick["tool"] if pick["name_header"] == "SAME" else pick["name_header"]
     message: dict[str, Any] = {"method": pick["method"]}
     if pick["jsonrpc"] != "MISSING":
         message["jsonrpc"] = pick["jsonrpc"]
@@ -116,6 +144,18 @@ def _request(pick: dict[str, Any]) -> tuple[dict[str, str], bytes]:
     return headers, body
 
 
+def _masked(value: Any) -> Any:
+    """The answer with what differs on every call by design replaced: sealed request state, incident ids."""
+    if isinstance(value, dict):
+        return {key: "<varies>" if key in ("requestState", "incident") and isinstance(item, str) else _masked(item)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [_masked(item) for item in value]
+    if isinstance(value, str) and '"incident"' in value:
+        return _masked(json.loads(value)) if value.startswith("{") else value
+    return value
+
+
 def answer(client: httpx2.Client, server: LiveServer, key: str, headers: dict[str, str], body: bytes,
            duplicate: bool) -> tuple[Any, ...]:
     sent = [("Authorization", f"Bearer {key}"), *headers.items()]
@@ -126,20 +166,21 @@ def answer(client: httpx2.Client, server: LiveServer, key: str, headers: dict[st
     if kind == "application/json" and response.content:
         message = response.json()
         error = message.get("error") if isinstance(message, dict) else None
-        return response.status_code, kind, message.get("id"), error and error.get("code"), message.get("result")
+        return response.status_code, kind, message.get("id"), error and error.get("code"), _masked(message.get("result"))
     return response.status_code, kind, response.text if kind != "text/event-stream" else None
 
 
-def test_the_fast_path_answers_exactly_as_the_sdk(fast: LiveServer, through_sdk: LiveServer, key: str) -> None:
+@pytest.mark.parametrize("method", ["tools/list", "tools/call"])
+def test_the_fast_path_answers_exactly_as_the_sdk(fast: LiveServer, through_sdk: LiveServer, key: str, method: str) -> None:
     served_plainly = 0
     with httpx2.Client(timeout=10) as client:
-        for index, (headers, body) in enumerate(generated_requests(CORPUS_SIZE)):
+        for index, (headers, body) in enumerate(generated_requests(CORPUS_SIZE, method)):
             duplicate = index % 10 == 0
             expected = answer(client, through_sdk, key, headers, body, duplicate)
             got = answer(client, fast, key, headers, body, duplicate)
             assert got == expected, f"request {index}: {headers} {body!r}"
             served_plainly += len(expected) == 5 and expected[0] == 200 and expected[3] is None and expected[4] is not None
-    # The corpus exercises both sides: plenty of listings served, plenty of refusals.
+    # The corpus exercises both sides: plenty of requests answered, plenty of refusals.
     assert CORPUS_SIZE * 0.2 < served_plainly < CORPUS_SIZE * 0.8
 
 
@@ -243,8 +284,9 @@ async def test_listings_are_counted_in_memory_and_flushed(db: None) -> None:
     assert list_calls(timedelta(hours=2)) == before + 5  # nothing counted twice
 
 
-def test_the_corpus_is_varied() -> None:
-    corpus = list(itertools.islice(generated_requests(CORPUS_SIZE), CORPUS_SIZE))
+@pytest.mark.parametrize("method", ["tools/list", "tools/call"])
+def test_the_corpus_is_varied(method: str) -> None:
+    corpus = list(itertools.islice(generated_requests(CORPUS_SIZE, method), CORPUS_SIZE))
     # A quarter are the valid listing itself; the rest differ from it in one, two or every part.
     assert len({(tuple(sorted(headers.items())), body) for headers, body in corpus}) > CORPUS_SIZE // 8
 
@@ -265,3 +307,87 @@ def test_every_listing_is_counted_once_whoever_answers_it(fast: LiveServer, key:
         assert httpx2.post(fast.mcp_url, content=body, headers=headers).status_code == 200
     time.sleep(1.5)  # the tally flushes every second
     assert int(manage(data, "shell", "-c", count).stdout.split()[-1]) == before + 5
+
+
+async def _admitted(headers: dict[str, str], body: bytes) -> bool:
+    from mcp_expose import fastpath
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "query_string": b"",
+             "headers": [(name.lower().encode(), value.encode()) for name, value in headers.items()]}
+    lowered = {name.lower(): value for name, value in headers.items()}
+    return await fastpath.plain_request(scope, lowered, body, json_response=False) is not None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("method", ["tools/list", "tools/call"])
+async def test_the_corpus_takes_the_fast_path_often_and_not_always(method: str) -> None:
+    admitted = [await _admitted(headers, body) for headers, body in generated_requests(CORPUS_SIZE, method)]
+    assert CORPUS_SIZE * 0.15 < sum(admitted) < CORPUS_SIZE * 0.8
+
+
+def test_a_question_asked_on_the_fast_path_is_answered_through_the_sdk(fast: LiveServer, key: str) -> None:
+    """The request state the fast path seals (with the SDK's boundary) opens on the SDK path, which takes
+    every later round: the second round of the call completes."""
+    capabilities = {**META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "toolbox.greet",
+               "Authorization": f"Bearer {key}"}
+    params: dict[str, Any] = {"name": "toolbox.greet", "arguments": {}, "_meta": capabilities}
+    first = httpx2.post(fast.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                                             "params": params}).json()["result"]
+    assert first["resultType"] == "input_required" and list(first["inputRequests"]) == ["who"]
+    answer = {"action": "accept", "content": {"name": "Ada"}}
+    second = httpx2.post(fast.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        **params, "requestState": first["requestState"], "inputResponses": {"who": answer}}}).json()["result"]
+    assert second["structuredContent"] == {"result": "Hello, Ada!"}
+    # Without the capability, the same question is the SDK's -32021, from the fast path too.
+    refused = httpx2.post(fast.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        **params, "_meta": META}})
+    assert refused.json()["error"]["code"] == -32021
+
+
+@pytest.mark.anyio
+async def test_a_slow_call_in_sse_mode_is_kept_alive_and_a_gone_client_cancels_it(monkeypatch: Any) -> None:
+    """Past the ping interval the answer becomes an event stream with pings, as the SDK's; a disconnect
+    cancels the call."""
+    import anyio
+
+    from mcp_expose import fastpath
+
+    monkeypatch.setattr(fastpath, "SSE_PING_INTERVAL", 0.05)
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def stays(*_: Any) -> dict[str, Any]:
+        await anyio.sleep(10)
+        return {"type": "http.disconnect"}
+
+    async def slow_call() -> tuple[int, bytes]:
+        await anyio.sleep(0.18)
+        return 200, b'{"jsonrpc":"2.0","id":1,"result":{}}'
+
+    await fastpath._answer_in_sse_mode(slow_call(), stays, send)
+    assert sent[0]["status"] == 200 and (b"content-type", b"text/event-stream") in sent[0]["headers"]
+    bodies = [message["body"] for message in sent[1:]]
+    assert len(bodies) >= 3 and set(bodies[:-1]) == {b": ping\r\n\r\n"}
+    assert bodies[-1] == b'event: message\r\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\r\n\r\n'
+
+    sent.clear()
+    cancelled = anyio.Event()
+
+    async def goes_away(*_: Any) -> dict[str, Any]:
+        await anyio.sleep(0.02)
+        return {"type": "http.disconnect"}
+
+    async def abandoned_call() -> tuple[int, bytes]:
+        try:
+            await anyio.sleep(10)
+        finally:
+            cancelled.set()
+        raise AssertionError("not reached")
+
+    with anyio.fail_after(5):
+        await fastpath._answer_in_sse_mode(abandoned_call(), goes_away, send)
+    assert cancelled.is_set() and sent == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import secrets
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,17 @@ def pair(data: Path, env: dict[str, str]) -> Iterator[tuple[LiveServer, LiveServ
         yield first, second
 
 
-def rows(env: dict[str, str], conversation: str) -> dict[str, int]:
+def rows(env: dict[str, str], conversation: str, expected: int) -> dict[str, int]:
+    """Usage rows by outcome, once `expected` have arrived (running servers write them in batches, within
+    USAGE_BATCH_SECONDS) or after 10 seconds; looked at again half a second later, so a row too many shows."""
+    deadline = time.monotonic() + 10
+    while sum(_outcomes(env, conversation).values()) < expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    return _outcomes(env, conversation)
+
+
+def _outcomes(env: dict[str, str], conversation: str) -> dict[str, int]:
     with _postgres(env["MCP_SCALE_DB"]) as connection:
         result = connection.execute(
             "SELECT outcome, count(*) FROM mcp_expose_toolcall WHERE conversation_id = %s GROUP BY outcome",
@@ -141,7 +152,7 @@ async def test_500_concurrent_calls_over_both_processes_leave_500_rows(pair: Any
             for index in range(500):
                 group.start_soon(one, index, http)
     assert statuses.count(200) == 500
-    assert rows(env, conversation) == {"ok": 500}
+    assert rows(env, conversation, 500) == {"ok": 500}
 
 
 async def test_restarting_one_process_mid_load_loses_nothing(data: Path, env: dict[str, str], key: str) -> None:
@@ -193,7 +204,7 @@ async def test_restarting_one_process_mid_load_loses_nothing(data: Path, env: di
         assert len(replacements) == 1
     assert len(answered) == 400 and set(answered) == {200}, sorted(set(answered))
     assert redirected, "the restart should have happened while the load was running"
-    assert rows(env, conversation) == {"ok": 400}
+    assert rows(env, conversation, 400) == {"ok": 400}
 
 
 def test_settings_use_postgres_and_redis(data: Path, env: dict[str, str]) -> None:

@@ -110,3 +110,11 @@ async def ask_twice(context: InvocationContext) -> str:
     first = (await context.ask({"v": Elicit("First?", {"type": "object", "properties": {"first": {"type": "string"}}})}))["v"]
     second = (await context.ask({"v": Elicit("Second?", {"type": "object", "properties": {"second": {"type": "string"}}})}))["v"]
     return f"{(first.content or {}).get('first')} {(second.content or {}).get('second')}"
+
+
+@mcp_expose.tool(read_only=True)
+async def greet(context: InvocationContext) -> str:
+    """Asks the user's name (a question to the client), then greets them."""
+    form = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    answer = (await context.ask({"who": Elicit("What is your name?", form)}))["who"]
+    return f"Hello, {(answer.content or {}).get('name', 'stranger')}!"

@@ -1,0 +1,151 @@
+"""Usage rows written off the request path: one thread per server process inserts them in batches.
+
+An insert per call costs a worker-thread hop and a commit on the request's critical path; a batch
+costs one commit for many calls, and the caller's answer does not wait for it. The writer runs only
+while an ASGI server runs our lifespan (`McpExposeASGI`), which stops it at shutdown after writing
+everything queued, so a graceful restart loses no row. Everywhere else (management commands, stdio,
+tests calling the dispatcher) rows are written at once, as before. `USAGE_BATCH_SECONDS = 0` turns
+batching off.
+
+What a batch cannot promise: rows of the last `USAGE_BATCH_SECONDS` die with a process that is killed
+outright (SIGKILL, out of memory) instead of stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from . import usage
+from .db import close_stale_connections
+
+logger = logging.getLogger("mcp_expose.usage")
+
+# Rows per INSERT: well under SQLite's parameter limit (19 columns each) and PostgreSQL's.
+BATCH_SIZE = 200
+
+
+class UsageWriter:
+    """Records queued by calls, and the thread that inserts them every `interval` seconds.
+
+    Queuing wakes nobody (a thread woken per call costs more than the insert saves): the thread
+    sleeps for the interval, then writes what has gathered.
+    """
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._pending: deque[usage.CallRecord] = deque()
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        # Taken by `add` and `stop`: once stopping, nothing more is queued behind the final write.
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._stopping.clear()
+                self._thread = threading.Thread(target=self._run, name="mcp_expose-usage-writer", daemon=True)
+                self._thread.start()
+
+    def add(self, record: usage.CallRecord) -> bool:
+        """Queue the row for the thread to write within `interval` seconds; False once stopped."""
+        with self._lock:
+            if self._thread is None:
+                return False
+            self._pending.append(record)
+            return True
+
+    def stop(self) -> None:
+        """Write what is queued, then end the thread. Blocking: call it from a worker thread."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._stopping.set()
+        if thread is not None:
+            thread.join()
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping.wait(self.interval):
+                self._write_pending()
+            self._write_pending()
+        finally:
+            from django.db import connections
+
+            connections.close_all()
+
+    def _write_pending(self) -> None:
+        batch: list[usage.CallRecord] = []
+        while self._pending:
+            batch.append(self._pending.popleft())
+        if batch:
+            try:
+                write_batch(batch)
+            except Exception:  # noqa: BLE001  (keep writing later rows whatever happened to these)
+                logger.exception("Could not write %d usage rows", len(batch))
+
+
+def write_batch(records: Sequence[usage.CallRecord]) -> None:
+    """Insert the rows together; if the batch fails, each on its own (with `usage.write`'s retries and
+    its log line for a row that still cannot be written), so one bad row costs no other."""
+    for start in range(0, len(records), BATCH_SIZE):
+        chunk = records[start:start + BATCH_SIZE]
+        close_stale_connections()
+        try:
+            insert_rows([usage.row_for(record) for record in chunk])
+        except Exception:  # noqa: BLE001  (the log must never stop; each row gets its own chance)
+            logger.warning("Could not write %d usage rows together; writing them one by one", len(chunk), exc_info=True)
+            for record in chunk:
+                usage.write(record)
+
+
+def insert_rows(rows: list[Any]) -> None:
+    """One `executemany` of the INSERT Django compiles for one row, in one transaction: what `bulk_create`
+    does, without compiling the statement again for every row (the bulk of its cost for small rows)."""
+    from django.db import connections, router, transaction
+    from django.db.models.sql import InsertQuery
+
+    model = type(rows[0])
+    alias = router.db_for_write(model)
+    connection = connections[alias]
+    fields = [field for field in model._meta.concrete_fields if field is not model._meta.auto_field]
+    query = InsertQuery(model)
+    query.insert_values(fields, rows[:1])
+    [(sql, _)] = query.get_compiler(alias).as_sql()
+    values = [[field.get_db_prep_save(field.pre_save(row, True), connection) for field in fields] for row in rows]
+    with transaction.atomic(using=alias, savepoint=False), connection.cursor() as cursor:
+        cursor.executemany(sql, values)
+
+
+writer: UsageWriter | None = None
+
+
+def start(interval: float) -> UsageWriter | None:
+    """Start this process's writer (once); None when batching is off."""
+    global writer
+    if interval <= 0:
+        return None
+    if writer is None:
+        writer = UsageWriter(interval)
+    writer.start()
+    return writer
+
+
+def stop() -> None:
+    """Write everything queued and stop the writer (blocking)."""
+    global writer
+    current, writer = writer, None
+    if current is not None:
+        current.stop()
+
+
+def queue_or_none(record: usage.CallRecord) -> bool:
+    """Queue the row when this process has a writer running; False means: write it yourself."""
+    current = writer
+    return current is not None and current.add(record)

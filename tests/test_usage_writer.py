@@ -1,0 +1,75 @@
+"""The batching usage writer: rows arrive within the interval, all of them at stop, none lost to a bad one."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
+
+from mcp_expose import usage_writer
+from mcp_expose.models import ToolCall
+from mcp_expose.principal import Principal
+from mcp_expose.usage import CallRecord
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the writer thread has its own connection
+
+
+def record(name: str, **values: Any) -> CallRecord:
+    principal = Principal(user=AnonymousUser(), scopes=frozenset({"mcp"}), method="local")
+    return CallRecord(tool_name=name, principal=principal, outcome="ok", **values)
+
+
+def names() -> list[str]:
+    return sorted(ToolCall.objects.values_list("tool_name", flat=True))
+
+
+def test_rows_arrive_within_the_interval_and_keep_the_time_of_the_call() -> None:
+    writer = usage_writer.UsageWriter(0.05)
+    writer.start()
+    try:
+        called_at = timezone.now() - timedelta(minutes=5)
+        assert writer.add(record("t.one", created_at=called_at)) and writer.add(record("t.two"))
+        deadline = time.monotonic() + 5
+        while len(names()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert names() == ["t.one", "t.two"]
+        assert ToolCall.objects.get(tool_name="t.one").created_at == called_at
+    finally:
+        writer.stop()
+
+
+def test_stop_writes_everything_queued_and_then_refuses_more() -> None:
+    writer = usage_writer.UsageWriter(60)  # nothing would be written for a minute, but for stop
+    writer.start()
+    for index in range(450):  # more than two inserts' worth
+        writer.add(record(f"t.{index:03}"))
+    writer.stop()
+    assert len(names()) == 450
+    assert not writer.add(record("t.late"))  # the caller writes this one itself
+    assert "t.late" not in names()
+
+
+def test_a_row_that_cannot_be_written_costs_no_other(caplog: pytest.LogCaptureFixture) -> None:
+    writer = usage_writer.UsageWriter(60)
+    writer.start()
+    writer.add(record("t.before"))
+    writer.add(record("t.broken", argument_values={"value": object()}))  # not JSON: its insert fails
+    writer.add(record("t.after"))
+    writer.stop()
+    assert names() == ["t.after", "t.before"]
+    assert "Could not write the usage row for t.broken" in caplog.text
+
+
+def test_the_process_writer_queues_only_while_running() -> None:
+    assert usage_writer.start(0) is None and not usage_writer.queue_or_none(record("t.off"))
+    running = usage_writer.start(0.05)
+    try:
+        assert running is not None and usage_writer.queue_or_none(record("t.on"))
+    finally:
+        usage_writer.stop()
+    assert names() == ["t.on"]
+    assert not usage_writer.queue_or_none(record("t.after-stop"))
