@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from functools import partial
 from urllib.parse import parse_qsl
 
@@ -27,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import fastpath, usage_writer
-from .auth import AuthFailure, authenticate
+from .auth import AuthFailure, authenticate, authenticate_known
 from .catalog import Catalog, CatalogProvider
 from .catalog import provider as default_provider
 from .conf import get_settings
@@ -42,7 +43,7 @@ from .oauth.resource import (
     resource_uri,
 )
 from .principal import Principal
-from .revision import REVISION_KEY, read_stamps
+from .revision import REVISION_KEY, read_stamps, stamps_are_local
 from .server import (
     CATALOG_SCOPE_KEY,
     PRINCIPAL_SCOPE_KEY,
@@ -173,7 +174,10 @@ class McpExposeASGI:
         resource = resource_uri(scheme, headers)
         query_keys = frozenset(key for key, _ in parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         # Not thread_sensitive: outside Django's handler that would put every request on one global thread.
-        result, catalog = await sync_to_async(self._authenticate, thread_sensitive=False)(headers, query_keys, resource)
+        resolved = self._authenticate_in_loop(headers, query_keys, resource)
+        if resolved is None:
+            resolved = await sync_to_async(self._authenticate, thread_sensitive=False)(headers, query_keys, resource)
+        result, catalog = resolved
         if isinstance(result, AuthFailure):
             await _challenge(result, resource)(scope, receive, send)
             return
@@ -192,10 +196,9 @@ class McpExposeASGI:
                 await _insufficient_scope(lacking, resource)(scope, receive, send)
                 return
         await self._ensure_started()
-        scope = dict(scope)
-        scope[PRINCIPAL_SCOPE_KEY] = result
-        scope[CATALOG_SCOPE_KEY] = catalog
-        scope["user"] = AuthenticatedUser(_access_token_for(result, resource))
+        scope = {**scope, PRINCIPAL_SCOPE_KEY: result, CATALOG_SCOPE_KEY: catalog}
+        # The SDK's view of the caller (it binds request state to it), made only for what the SDK answers.
+        caller = functools.cache(lambda: AuthenticatedUser(_access_token_for(result, resource)))
         conf = get_settings()
         if conf.FAST_PATH and fastpath.is_candidate(scope["method"], headers):
             body = await _read_body(receive, conf.MAX_REQUEST_BODY_SIZE)
@@ -204,16 +207,20 @@ class McpExposeASGI:
                 return
             receive = _replay(body, receive)
             plain = await fastpath.plain_request(scope, headers, body, conf.JSON_RESPONSE)
-            fallback = partial(self.mcp_app, scope, receive)
+            through_sdk = partial(self._through_sdk, scope, receive, caller)
             if plain is not None and plain.method == "tools/list":
-                if await fastpath.serve_listing(plain.id_json, result, catalog, send, fallback):
+                if await fastpath.serve_listing(plain.id_json, result, catalog, send, through_sdk):
                     await count_listing()  # the SDK's handler did not run, so it did not count this one
                 return
             if plain is not None:
-                await fastpath.serve_call(plain, result, catalog, self.manager.app, scope, receive, send, fallback,
-                                          conf.JSON_RESPONSE)
+                exchange = fastpath.Exchange(scope, receive, send, through_sdk, caller)
+                await fastpath.serve_call(plain, result, catalog, self.manager.app, exchange, conf.JSON_RESPONSE)
                 return
-        await self.mcp_app(scope, receive, send)
+        await self._through_sdk(scope, receive, caller, send)
+
+    async def _through_sdk(self, scope: Scope, receive: Receive, caller: Callable[[], AuthenticatedUser],
+                           send: Send) -> None:
+        await self.mcp_app({**scope, "user": caller()}, receive, send)
 
     async def _serve_metadata(self, scope: Scope, receive: Receive, send: Send) -> None:
         """RFC 9728 protected resource metadata, at the path form and the root form."""
@@ -236,6 +243,23 @@ class McpExposeASGI:
             resource_uri(scheme, headers), request_origin(scheme, headers)
         )
         await JSONResponse(document, headers={**cors, "Cache-Control": "public, max-age=3600"})(scope, receive, send)
+
+    def _authenticate_in_loop(
+        self, headers: Mapping[str, str], query_keys: frozenset[str], resource: str
+    ) -> tuple[Principal | AuthFailure, Catalog | None] | None:
+        """`_authenticate`'s answer without the thread hop, when it needs neither the database nor the network:
+        the stamps live in a cache on this machine (memory or files), this process has compiled the catalog of
+        the current revision and knows the credential (or none is needed). None: take the hop."""
+        if not stamps_are_local():
+            return None
+        stamps = read_stamps(REVISION_KEY, CREDENTIALS_KEY)
+        catalog = self.provider.peek()
+        if catalog is None or catalog.revision != stamps[REVISION_KEY]:
+            return None
+        result = authenticate_known(headers, query_keys, resource, stamps[CREDENTIALS_KEY])
+        if result is None:
+            return None
+        return result, (None if isinstance(result, AuthFailure) else catalog)
 
     def _authenticate(
         self, headers: Mapping[str, str], query_keys: frozenset[str], resource: str

@@ -53,6 +53,25 @@ def authenticate(
     A bearer shaped like one of our API keys is checked as an API key; anything
     else as an OAuth access token issued for `resource`.
     """
+    presented = _presented(headers, query_keys)
+    if not isinstance(presented, str):
+        return presented
+    return _authenticate_bearer(presented, resource, credentials_stamp)
+
+
+def authenticate_known(
+    headers: Mapping[str, str], query_keys: frozenset[str], resource: str | None, credentials_stamp: str
+) -> Principal | AuthFailure | None:
+    """`authenticate`'s answer when it needs no database (no credential, a malformed one, or one this
+    process knows under `credentials_stamp`); None when it does."""
+    presented = _presented(headers, query_keys)
+    if not isinstance(presented, str):
+        return presented
+    return credential_cache.get(presented, resource, credentials_stamp)
+
+
+def _presented(headers: Mapping[str, str], query_keys: frozenset[str]) -> Principal | AuthFailure | str:
+    """The bearer credential presented, or what to answer without one (anonymous, or why not)."""
     if query_keys & URL_TOKEN_PARAMETERS:
         return TOKEN_IN_URL
     authorization = headers.get("authorization")
@@ -67,7 +86,7 @@ def authenticate(
         return WRONG_SCHEME
     if not token:
         return INVALID_TOKEN
-    return _authenticate_bearer(token, resource, credentials_stamp)
+    return token
 
 
 @tidies_connections

@@ -127,7 +127,7 @@ class ModelTools:
             name=key,
             kind="model",
             target=getattr(self, f"_{action}"),
-            source=LazySignature(lambda: SchemaSignature(self._schema(action))),
+            source=LazySignature(lambda: SchemaSignature(self._schema(action), check=False)),
             origin=f"{self.origin}.{action}",
             description=self._description(action),
             permissions=frozenset({f"{meta.app_label}.{PERMISSION_FOR[action]}_{meta.model_name}"}),

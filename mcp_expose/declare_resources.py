@@ -65,7 +65,7 @@ def resource(
         operation = ViewOperation(route, "get", view, html, {}, kwarg_names=frozenset(route.kwargs))
         capability = Capability(
             key=identity, name=name or identity, kind="resource", target=partial(call_view, operation),
-            source=SchemaSignature(schema), origin=origin,
+            source=SchemaSignature(schema, check=False), origin=origin,
             description=description if description is not None else inspect.cleandoc(getattr(view, "__doc__", "") or ""),
             call_style="mapping", **common,
         )

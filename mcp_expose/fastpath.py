@@ -22,6 +22,7 @@ input responses), a task, a tool the caller cannot call, one needing confirmatio
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -61,10 +62,13 @@ from .principal import Principal
 from .schema import thaw
 from .server import answer_call, internal_error, question_error, tool_headers
 
+logger = logging.getLogger("mcp_expose.fastpath")
+
 MODERN = "2026-07-28"
 # Listing variants kept per catalog revision; past this, the SDK answers (nothing is wrong, just not cached).
 MAX_VARIANTS = 1_000
-UNCACHED_META_KEYS = frozenset({"progressToken", "io.modelcontextprotocol/logLevel"})
+# A progress token or log level asks for notifications; a trace context, for the SDK's tracing span.
+UNCACHED_META_KEYS = frozenset({"progressToken", "io.modelcontextprotocol/logLevel", "traceparent", "tracestate"})
 # Params that make a request something other than a first, plain round: a page, a later round, a task.
 LATER_ROUNDS = ("cursor", "request_state", "input_responses", "task")
 PARAMS_MODELS: dict[str, type[BaseModel]] = {
@@ -199,22 +203,36 @@ def _keep(catalog: Catalog, key: tuple[Any, ...], body: bytes) -> None:
         catalog.memo.setdefault(key, json.dumps(answer["result"], separators=(",", ":")).encode())
 
 
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One HTTP exchange at the edge: the ASGI triple, the SDK's app for what the fast path does not
+    answer, and the SDK's view of the caller, made only when something needs it."""
+
+    scope: Scope
+    receive: Receive
+    send: Send
+    fallback: Fallback
+    caller: Callable[[], Any]
+
+
 async def serve_call(
-    plain: PlainRequest, principal: Principal, catalog: Catalog, server: Server[Any],
-    scope: Scope, receive: Receive, send: Send, fallback: Fallback, json_response: bool,
+    plain: PlainRequest, principal: Principal, catalog: Catalog, server: Server[Any], exchange: Exchange,
+    json_response: bool,
 ) -> bool:
     """Run the call and send its answer, saying True; or let the SDK answer it (False)."""
     name = plain.params["name"]
     entry = catalog.get(name)
     if entry is None or entry.requires_confirmation or name in _header_bound(catalog) or \
             server.cache_hints.get("tools/call") is not None or not decide(principal, entry).allowed:
-        await fallback(send)
+        await exchange.fallback(exchange.send)
         return False
-    call = _answer(plain, principal, catalog, server, scope)
+    call = _answer(plain, principal, catalog, server, exchange)
     if json_response:
-        await _send_json(await call, send)
+        await _send_json(await call, exchange.send)
     else:
-        await _answer_in_sse_mode(call, receive, send)
+        await _answer_in_sse_mode(call, exchange.receive, exchange.send)
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug("Answered tools/call %s on the fast path", name)
     return True
 
 
@@ -226,10 +244,11 @@ def _header_bound(catalog: Catalog) -> frozenset[str]:
 
 
 async def _answer(
-    plain: PlainRequest, principal: Principal, catalog: Catalog, server: Server[Any], scope: Scope
+    plain: PlainRequest, principal: Principal, catalog: Catalog, server: Server[Any], exchange: Exchange
 ) -> tuple[int, bytes]:
     """The HTTP status and JSON-RPC response for the call: its result, or the error the SDK path would give."""
     params = plain.params
+    scope = exchange.scope
     meta = params.get("_meta") or {}
     headers = tool_headers((name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"])
     client = scope.get("client")
@@ -244,20 +263,27 @@ async def _answer(
         base_url=request_origin(scope.get("scheme", "http"), headers),
         client_address=client[0] if client else None,
     )
-    token = auth_context_var.set(scope.get("user"))  # the caller the request state is bound to
     try:
         result = await answer_call(catalog, principal, params["name"], params.get("arguments"), request)
-        wire = _shaped(result, server)
-        if wire.get("resultType") == "input_required":
-            wire = await _boundary(server)(_Exchange("tools/call", params), _returning(wire))
     except (MissingClientCapability, StaleConfirmation) as exc:
         return _error(plain, question_error(exc))
-    except MCPError as exc:
-        return _error(plain, exc)
+    except (MCPError, ValidationError) as exc:
+        return _error(plain, exc)  # as the SDK maps them (`hide_internal_errors` lets both pass)
     except Exception:  # noqa: BLE001  (as `hide_internal_errors` answers it on the SDK path)
         return _error(plain, internal_error("tools/call"))
-    finally:
-        auth_context_var.reset(token)
+    try:
+        wire = _shaped(result, server)
+    except ValidationError:
+        logger.exception("handler for 'tools/call' returned an invalid result")
+        return _error(plain, MCPError(code=types.INTERNAL_ERROR, message="Handler returned an invalid result"))
+    if wire.get("resultType") == "input_required":
+        token = auth_context_var.set(exchange.caller())  # the caller the request state is bound to
+        try:
+            wire = await _boundary(server)(_SealedRequest("tools/call", params), _returning(wire))
+        except MCPError as exc:
+            return _error(plain, exc)
+        finally:
+            auth_context_var.reset(token)
     return 200, b'{"jsonrpc":"2.0","id":' + plain.id_json + b',"result":' + _encode(wire) + b"}"
 
 
@@ -277,7 +303,7 @@ def _shaped(result: BaseModel, server: Server[Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Exchange:
+class _SealedRequest:
     """What the SDK's `RequestStateBoundary` reads of a request context when it seals a result."""
 
     method: str
@@ -295,7 +321,7 @@ def _boundary(server: Server[Any]) -> RequestStateBoundary:
     return next(middleware for middleware in server.middleware if isinstance(middleware, RequestStateBoundary))
 
 
-def _error(plain: PlainRequest, exc: MCPError) -> tuple[int, bytes]:
+def _error(plain: PlainRequest, exc: MCPError | ValidationError) -> tuple[int, bytes]:
     """As the SDK writes an error reply: with the HTTP status its table maps the code to."""
     error = modern_error_data(exc)
     encoded = _encode(error.model_dump(mode="json", by_alias=True, exclude_none=True))

@@ -68,7 +68,7 @@ def capability_for(state: PromptState) -> Capability:
         name=state.name,
         kind="prompt",
         target=partial(_render, state.template),
-        source=SchemaSignature(schema),
+        source=SchemaSignature(schema, check=False),
         origin=f"PromptTemplate #{state.pk}",
         title=state.title or None,
         description=state.description,

@@ -37,6 +37,16 @@ def read_stamps(*keys: str) -> dict[str, str]:
     return {key: str(stamps[key]) for key in keys}
 
 
+def stamps_are_local() -> bool:
+    """Whether the stamps' cache answers without a network round trip (memory, or files on this machine),
+    so that reading them on the event loop blocks it no longer than a thread hop would cost."""
+    from django.core.cache.backends.dummy import DummyCache
+    from django.core.cache.backends.filebased import FileBasedCache
+    from django.core.cache.backends.locmem import LocMemCache
+
+    return isinstance(_cache(), LocMemCache | FileBasedCache | DummyCache)
+
+
 def read_stamp(key: str) -> str:
     return read_stamps(key)[key]
 

@@ -38,15 +38,34 @@ class _QuietTitles(GenerateJsonSchema):
         return False
 
 
-@dataclass(frozen=True, slots=True)
+_BUILDING = threading.Lock()
+
+
+@dataclass(frozen=True)
 class ToolSignature:
-    """Everything the dispatcher needs to know about a function's parameters and result."""
+    """Everything the dispatcher needs to know about a function's parameters and result.
+
+    The arguments model is built again on a tool's first call, from the fields kept here: the schema made
+    at declaration is what clients see, and a process keeps no model for the many tools it never runs
+    (about 10 KB each).
+    """
 
     input_schema: Mapping[str, Any]
     output_schema: Mapping[str, Any] | None
     injections: Mapping[str, Injection]
-    arguments_model: type[BaseModel]
+    build_arguments_model: Callable[[], type[BaseModel]]
     output_adapter: TypeAdapter[Any] | None
+
+    @property
+    def arguments_model(self) -> type[BaseModel]:
+        model = self.__dict__.get("_arguments_model")
+        if model is None:
+            with _BUILDING:
+                model = self.__dict__.get("_arguments_model")
+                if model is None:
+                    model = self.build_arguments_model()
+                    object.__setattr__(self, "_arguments_model", model)
+        return model
 
     def validate_arguments(self, arguments: Mapping[str, Any] | None, *, strict: bool = True) -> dict[str, Any]:
         """Check `arguments` against the input schema; return them as Python values.
@@ -93,20 +112,34 @@ class SchemaSignature:
     output_adapter: TypeAdapter[Any] | None = None
     injections: Mapping[str, Injection] = MappingProxyType({})
 
-    def __init__(self, input_schema: dict[str, Any], injections: Mapping[str, Injection] | None = None) -> None:
-        from jsonschema import Draft202012Validator
+    def __init__(
+        self, input_schema: dict[str, Any], injections: Mapping[str, Injection] | None = None, *, check: bool = True
+    ) -> None:
+        """`check=False` for schemas this package generates (views, models, resources, prompts): they are
+        known to be valid, so jsonschema is loaded only when one is first used to validate."""
+        if check:
+            from jsonschema import Draft202012Validator
 
-        Draft202012Validator.check_schema(input_schema)
+            Draft202012Validator.check_schema(input_schema)
         self.input_schema = freeze(input_schema)
-        self._validator = Draft202012Validator(input_schema)
+        self._schema = input_schema
+        self._validator: Any = None
         if injections:
             self.injections = MappingProxyType(dict(injections))
+
+    @property
+    def validator(self) -> Any:
+        if self._validator is None:
+            from jsonschema import Draft202012Validator
+
+            self._validator = Draft202012Validator(self._schema)
+        return self._validator
 
     def validate_arguments(self, arguments: Mapping[str, Any] | None, *, strict: bool = True) -> dict[str, Any]:
         values = dict(arguments or {})
         problems = [
             problem
-            for error in sorted(self._validator.iter_errors(values), key=lambda error: [str(p) for p in error.absolute_path])
+            for error in sorted(self.validator.iter_errors(values), key=lambda error: [str(p) for p in error.absolute_path])
             for problem in _schema_problems(error)
         ]
         if problems:
@@ -208,9 +241,12 @@ def build_signature(func: Callable[..., Any], *, origin: str) -> ToolSignature:
                 "(use typing.Any to accept any JSON value)."
             )
         fields[param.name] = _field_for(annotation, param.default)
-    model = create_model(  # type: ignore[call-overload]
-        f"{func.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields
-    )
+    def build_arguments_model() -> type[BaseModel]:
+        return create_model(  # type: ignore[call-overload, no-any-return]
+            f"{func.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+        )
+
+    model = build_arguments_model()
     try:
         raw = model.model_json_schema(schema_generator=_QuietTitles)
     except Exception as exc:
@@ -221,7 +257,7 @@ def build_signature(func: Callable[..., Any], *, origin: str) -> ToolSignature:
         input_schema=freeze(input_schema),
         output_schema=freeze(output_schema) if output_schema is not None else None,
         injections=MappingProxyType(injections),
-        arguments_model=model,
+        build_arguments_model=build_arguments_model,
         output_adapter=output_adapter,
     )
 

@@ -94,7 +94,7 @@ def row_for(record: CallRecord) -> Any:
     )
 
 
-def write(record: CallRecord) -> bool:
+def write(record: CallRecord, attempts: int = WRITE_ATTEMPTS) -> bool:
     """Insert the row, retrying briefly; on final failure log it whole (without secrets). Sync."""
     principal = record.principal
     try:
@@ -103,13 +103,13 @@ def write(record: CallRecord) -> bool:
         logger.exception("Could not build the usage row for %s (outcome %s, caller %s)",
                          record.tool_name, record.outcome, principal.label)
         return False
-    for attempt in range(1, WRITE_ATTEMPTS + 1):
+    for attempt in range(1, attempts + 1):
         close_stale_connections()
         try:
             row.save(force_insert=True)
             return True
         except Exception:  # noqa: BLE001  (the log must never break the call)
-            if attempt == WRITE_ATTEMPTS:
+            if attempt == attempts:
                 logger.exception(
                     "Could not write the usage row for %s (outcome %s, caller %s, %.1f ms) after %d attempts",
                     record.tool_name, record.outcome, principal.label, record.duration_ms, attempt,

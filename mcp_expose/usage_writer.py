@@ -26,6 +26,11 @@ logger = logging.getLogger("mcp_expose.usage")
 
 # Rows per INSERT: well under SQLite's parameter limit (19 columns each) and PostgreSQL's.
 BATCH_SIZE = 200
+# Past this many waiting rows (the database is down or slow), calls write their own row again: they slow
+# down instead of the queue growing without bound.
+MAX_PENDING = 10_000
+# How long a shutdown waits for the last rows; what is still unwritten then is counted in the log.
+STOP_TIMEOUT = 30.0
 
 
 class UsageWriter:
@@ -55,9 +60,9 @@ class UsageWriter:
                 self._thread.start()
 
     def add(self, record: usage.CallRecord) -> bool:
-        """Queue the row for the thread to write within `interval` seconds; False once stopped."""
+        """Queue the row for the thread to write within `interval` seconds; False once stopped or full."""
         with self._lock:
-            if self._thread is None:
+            if self._thread is None or len(self._pending) >= MAX_PENDING:
                 return False
             self._pending.append(record)
             return True
@@ -68,7 +73,10 @@ class UsageWriter:
             thread, self._thread = self._thread, None
             self._stopping.set()
         if thread is not None:
-            thread.join()
+            thread.join(STOP_TIMEOUT)
+            if thread.is_alive():
+                logger.error("Stopped waiting for the usage writer after %d s: about %d usage rows were not written",
+                             STOP_TIMEOUT, len(self._pending) + BATCH_SIZE)
 
     def _run(self) -> None:
         try:
@@ -92,8 +100,8 @@ class UsageWriter:
 
 
 def write_batch(records: Sequence[usage.CallRecord]) -> None:
-    """Insert the rows together; if the batch fails, each on its own (with `usage.write`'s retries and
-    its log line for a row that still cannot be written), so one bad row costs no other."""
+    """Insert the rows together; if the batch fails, each on its own (a row that still cannot be written is
+    logged whole by `usage.write`), so one bad row costs no other."""
     for start in range(0, len(records), BATCH_SIZE):
         chunk = records[start:start + BATCH_SIZE]
         close_stale_connections()
@@ -102,7 +110,7 @@ def write_batch(records: Sequence[usage.CallRecord]) -> None:
         except Exception:  # noqa: BLE001  (the log must never stop; each row gets its own chance)
             logger.warning("Could not write %d usage rows together; writing them one by one", len(chunk), exc_info=True)
             for record in chunk:
-                usage.write(record)
+                usage.write(record, attempts=1)  # a row that fails alone is logged whole
 
 
 def insert_rows(rows: list[Any]) -> None:

@@ -144,3 +144,31 @@ def test_changes_to_users_and_permissions_reach_known_credentials(
         assert isinstance(after, Principal) and after.permissions == frozenset()
     else:
         assert isinstance(after, Principal) and after.permissions == {"library.view_loan"}
+
+
+def test_the_event_loop_answers_only_what_needs_no_database(
+    user: User, django_assert_num_queries: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """`_authenticate_in_loop` (no thread hop) answers from this process's memory and the local cache, or
+    says None: an unknown credential, a moved stamp, a catalog not yet compiled, a networked cache."""
+    from mcp_expose.asgi import McpExposeASGI
+    from mcp_expose.catalog import CatalogProvider
+
+    edge = McpExposeASGI(lambda *args: None, provider=CatalogProvider())
+    _, secret = ApiKey.create_key(user=user, name="agent", scopes="library:read")
+    resource = "http://testserver/mcp"
+    with django_assert_num_queries(0):
+        assert edge._authenticate_in_loop(bearer(secret), frozenset(), resource) is None  # nothing compiled yet
+        assert edge._authenticate_in_loop({}, frozenset(), resource) is None
+    principal, catalog = edge._authenticate(bearer(secret), frozenset(), resource)  # the hop: learns both
+    with django_assert_num_queries(0):
+        assert edge._authenticate_in_loop(bearer(secret), frozenset(), resource) == (principal, catalog)
+        assert edge._authenticate_in_loop({}, frozenset(), resource) == (MISSING, None)
+        assert edge._authenticate_in_loop(bearer("mcpx_unknown_secret"), frozenset(), resource) is None
+        assert edge._authenticate_in_loop(bearer(secret), frozenset(), "http://elsewhere/mcp") is None
+    with django_capture_on_commit_callbacks(execute=True):
+        User.objects.create_user("grace")  # any credential change moves the stamp
+    assert edge._authenticate_in_loop(bearer(secret), frozenset(), resource) is None
+    redis = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:1"}}
+    with override_settings(CACHES=redis):
+        assert edge._authenticate_in_loop(bearer(secret), frozenset(), resource) is None  # never touches Redis

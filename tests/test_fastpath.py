@@ -30,7 +30,8 @@ CORPUS_SIZE = 2500
 
 @pytest.fixture(scope="module")
 def fast(data: Path) -> Iterator[LiveServer]:
-    with run_server(data, **LIVE_SETTINGS, MCP_TEST_FAST_PATH="1") as live:
+    # At DEBUG the fast path logs each call it answers itself, so tests can tell who answered.
+    with run_server(data, **LIVE_SETTINGS, MCP_TEST_FAST_PATH="1", MCP_EXPOSE_LOG_LEVEL="DEBUG") as live:
         yield live
 
 
@@ -166,7 +167,7 @@ def answer(client: httpx2.Client, server: LiveServer, key: str, headers: dict[st
     if kind == "application/json" and response.content:
         message = response.json()
         error = message.get("error") if isinstance(message, dict) else None
-        return response.status_code, kind, message.get("id"), error and error.get("code"), _masked(message.get("result"))
+        return response.status_code, kind, message.get("id"), _masked(error), _masked(message.get("result"))
     return response.status_code, kind, response.text if kind != "text/event-stream" else None
 
 
@@ -182,6 +183,12 @@ def test_the_fast_path_answers_exactly_as_the_sdk(fast: LiveServer, through_sdk:
             served_plainly += len(expected) == 5 and expected[0] == 200 and expected[3] is None and expected[4] is not None
     # The corpus exercises both sides: plenty of requests answered, plenty of refusals.
     assert CORPUS_SIZE * 0.2 < served_plainly < CORPUS_SIZE * 0.8
+    if method == "tools/call":  # and a good share of the calls were answered by the fast path itself
+        assert fast_answers(fast) > CORPUS_SIZE * 0.1
+
+
+def fast_answers(server: LiveServer) -> int:
+    return server.log().count("on the fast path")
 
 
 def test_the_fast_path_serves_what_the_caller_may_see(fast: LiveServer, key: str, data: Path) -> None:
@@ -333,6 +340,7 @@ def test_a_question_asked_on_the_fast_path_is_answered_through_the_sdk(fast: Liv
                "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "toolbox.greet",
                "Authorization": f"Bearer {key}"}
     params: dict[str, Any] = {"name": "toolbox.greet", "arguments": {}, "_meta": capabilities}
+    before = fast_answers(fast)
     first = httpx2.post(fast.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                                              "params": params}).json()["result"]
     assert first["resultType"] == "input_required" and list(first["inputRequests"]) == ["who"]
@@ -340,16 +348,17 @@ def test_a_question_asked_on_the_fast_path_is_answered_through_the_sdk(fast: Liv
     second = httpx2.post(fast.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         **params, "requestState": first["requestState"], "inputResponses": {"who": answer}}}).json()["result"]
     assert second["structuredContent"] == {"result": "Hello, Ada!"}
+    assert fast_answers(fast) == before + 1  # the first round on the fast path, the second through the SDK
     # Without the capability, the same question is the SDK's -32021, from the fast path too.
     refused = httpx2.post(fast.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
         **params, "_meta": META}})
-    assert refused.json()["error"]["code"] == -32021
+    assert refused.json()["error"]["code"] == -32021 and fast_answers(fast) == before + 2
 
 
 @pytest.mark.anyio
 async def test_a_slow_call_in_sse_mode_is_kept_alive_and_a_gone_client_cancels_it(monkeypatch: Any) -> None:
-    """Past the ping interval the answer becomes an event stream with pings, as the SDK's; a disconnect
-    cancels the call."""
+    """Past the ping interval the answer becomes an event stream with pings (the SDK's headers and interval,
+    the framing of its `_sse_event`); a disconnect cancels the call."""
     import anyio
 
     from mcp_expose import fastpath

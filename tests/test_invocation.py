@@ -29,6 +29,17 @@ def shell(data: Path, code: str) -> str:
     return manage(data, "shell", "-c", code).stdout.strip().splitlines()[-1]
 
 
+def settled_usage(data: Path, conversation: str, expected: int, what: str) -> str:
+    """Print `what` (an expression over `rows`) about the usage rows of a conversation, once `expected` have
+    arrived: a running server writes them in batches, within USAGE_BATCH_SECONDS (10 s at most here)."""
+    return shell(data, "import json, time; from django.db.models import Count; from mcp_expose.models import ToolCall\n"
+                       f"rows = ToolCall.objects.filter(conversation_id={conversation!r})\n"
+                       "deadline = time.monotonic() + 10\n"
+                       f"while rows.count() < {expected} and time.monotonic() < deadline: time.sleep(0.05)\n"
+                       "time.sleep(0.3)\n"
+                       f"print({what})")
+
+
 def authors_named(data: Path, name: str) -> int:
     return int(shell(data, f"from project.library.models import Author; print(Author.objects.filter(name={name!r}).count())"))
 
@@ -348,8 +359,7 @@ async def test_concurrent_calls_leave_exactly_one_row_each(data: Path) -> None:
                 for index in range(200):
                     group.start_soon(lambda i=index: _collect(statuses, one(i, http)))
     assert statuses == [200] * 200
-    counts = shell(data, "from mcp_expose.models import ToolCall; from django.db.models import Count;"
-                   f"print(dict(ToolCall.objects.filter(conversation_id={marker!r}).values_list('outcome').annotate(n=Count('pk'))))")
+    counts = settled_usage(data, marker, 200, "dict(rows.values_list('outcome').annotate(n=Count('pk')))")
     assert counts == "{'invalid_input': 50, 'ok': 150}"
 
 
@@ -359,10 +369,9 @@ async def _collect(into: list[int], call: Any) -> None:
 
 def test_rows_record_who_what_and_how(server: LiveServer, key: str, data: Path) -> None:
     chain_call(server, key, "library.search_books", {"query": "sagan"}, **{"X-Conversation-Id": "audit-1", "X-Agent-Depth": "2"})
-    row = json.loads(shell(data, "import json; from mcp_expose.models import ToolCall;"
-                           "print(json.dumps(ToolCall.objects.filter(conversation_id='audit-1').values("
-                           "'tool_name','tool_key','username','auth_method','api_key_prefix','scopes','outcome',"
-                           "'argument_keys','argument_values','depth','protocol_version','result_bytes').get()))"))
+    row = json.loads(settled_usage(data, "audit-1", 1, "json.dumps(rows.values("
+                                   "'tool_name','tool_key','username','auth_method','api_key_prefix','scopes','outcome',"
+                                   "'argument_keys','argument_values','depth','protocol_version','result_bytes').get())"))
     assert row["tool_name"] == "library.search_books" and row["username"] == "admin" and row["auth_method"] == "api_key"
     assert row["api_key_prefix"] == key.split("_")[1] and "library:read" in row["scopes"]
     assert row["outcome"] == "ok" and row["argument_keys"] == ["query"] and row["argument_values"] is None

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.utils import timezone
 
 from mcp_expose import usage_writer
@@ -54,14 +54,19 @@ def test_stop_writes_everything_queued_and_then_refuses_more() -> None:
 
 
 def test_a_row_that_cannot_be_written_costs_no_other(caplog: pytest.LogCaptureFixture) -> None:
+    gone = User.objects.create(username="gone")
+    departed = Principal(user=gone, scopes=frozenset({"mcp"}), method="api_key")
+    User.objects.filter(pk=gone.pk).delete()  # the row's user no longer exists: the database refuses the batch, then that row alone
     writer = usage_writer.UsageWriter(60)
     writer.start()
     writer.add(record("t.before"))
-    writer.add(record("t.broken", argument_values={"value": object()}))  # not JSON: its insert fails
+    writer.add(CallRecord(tool_name="t.departed", principal=departed, outcome="ok"))
+    writer.add(record("t.unencodable", argument_values={"value": object()}))  # not JSON: refused before SQL
     writer.add(record("t.after"))
     writer.stop()
     assert names() == ["t.after", "t.before"]
-    assert "Could not write the usage row for t.broken" in caplog.text
+    assert "Could not write the usage row for t.departed" in caplog.text and "IntegrityError" in caplog.text
+    assert "Could not write the usage row for t.unencodable" in caplog.text
 
 
 def test_the_process_writer_queues_only_while_running() -> None:
@@ -73,3 +78,15 @@ def test_the_process_writer_queues_only_while_running() -> None:
         usage_writer.stop()
     assert names() == ["t.on"]
     assert not usage_writer.queue_or_none(record("t.after-stop"))
+
+
+def test_a_full_queue_hands_the_row_back_to_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(usage_writer, "MAX_PENDING", 3)
+    writer = usage_writer.UsageWriter(60)
+    writer.start()
+    try:
+        assert all(writer.add(record(f"t.{index}")) for index in range(3))
+        assert not writer.add(record("t.overflow"))  # the caller writes it itself, now
+    finally:
+        writer.stop()
+    assert names() == ["t.0", "t.1", "t.2"]
