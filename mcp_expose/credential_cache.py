@@ -80,7 +80,7 @@ class CredentialCache:
             with self._lock:
                 self._entries.pop(key, None)
             return None
-        return replace(principal, user=copy.copy(principal.user))
+        return replace(principal, user=own_copy(principal.user))
 
     def put(self, token: str, resource: str | None, stamp: str, principal: Principal) -> None:
         if _max_age() <= 0:
@@ -90,13 +90,27 @@ class CredentialCache:
         key = self._key(token, resource)
         with self._lock:
             self._entries.pop(key, None)
-            self._entries[key] = (replace(principal, user=copy.copy(principal.user)), stamp, time.monotonic(), expires)
+            self._entries[key] = (replace(principal, user=own_copy(principal.user)), stamp, time.monotonic(), expires)
             while len(self._entries) > self.limit:
                 self._entries.popitem(last=False)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+
+
+def own_copy(user: Any) -> Any:
+    """A shallow copy of the user with its own model state (what `copy.copy` gives a model instance, without
+    the pickling round trip through the app registry that makes that slow)."""
+    from django.db.models import Model
+
+    if isinstance(user, Model):
+        state = user.__getstate__()
+        if "_memoryview_attrs" not in state:
+            clone = type(user).__new__(type(user))
+            clone.__dict__.update(state)
+            return clone
+    return copy.copy(user)
 
 
 def _max_age() -> float:

@@ -21,19 +21,19 @@ input responses), a task, a tool the caller cannot call, one needing confirmatio
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 import mcp_types as types
 from mcp.server import Server
 from mcp.server._streamable_http_modern import _SSE_HEADERS as SSE_HEADERS
 from mcp.server._streamable_http_modern import _SSE_PING_INTERVAL as SSE_PING_INTERVAL
 from mcp.server.auth.middleware.auth_context import auth_context_var
-from mcp.server.connection import Connection
 from mcp.server.request_state import RequestStateBoundary
 from mcp.server.runner import modern_error_data
 from mcp.server.streamable_http import check_accept_headers
@@ -45,7 +45,7 @@ from mcp.shared.inbound import (
     classify_inbound_request,
     find_duplicated_routing_header,
 )
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, SERVER_INFO_META_KEY, JSONRPCRequest
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, SERVER_INFO_META_KEY, JSONRPCRequest
 from mcp_types import methods as wire_methods
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
@@ -256,10 +256,7 @@ async def _answer(
         protocol_version=MODERN,
         headers=headers,
         chain=read_chain(headers),
-        client=ClientInput.for_round(
-            Connection.from_envelope(MODERN, meta.get(CLIENT_INFO_META_KEY), meta.get(CLIENT_CAPABILITIES_META_KEY))
-            .client_capabilities, None, None, rounds=True,
-        ),
+        client=ClientInput.for_round(_declared_capabilities(meta), None, None, rounds=True),
         base_url=request_origin(scope.get("scheme", "http"), headers),
         client_address=client[0] if client else None,
     )
@@ -285,6 +282,15 @@ async def _answer(
         finally:
             auth_context_var.reset(token)
     return 200, b'{"jsonrpc":"2.0","id":' + plain.id_json + b',"result":' + _encode(wire) + b"}"
+
+
+def _declared_capabilities(meta: Mapping[str, Any]) -> types.ClientCapabilities | None:
+    """The client's capabilities from the envelope, typed as the SDK's `Connection.from_envelope` types them
+    (a mis-shaped value counts as none declared), without building a whole connection."""
+    try:
+        return types.ClientCapabilities.model_validate(meta.get(CLIENT_CAPABILITIES_META_KEY), by_name=False)
+    except ValidationError:
+        return None
 
 
 def _shaped(result: BaseModel, server: Server[Any]) -> dict[str, Any]:
@@ -344,32 +350,63 @@ async def _send_json(reply: tuple[int, bytes], send: Send) -> None:
 
 async def _answer_in_sse_mode(call: Awaitable[tuple[int, bytes]], receive: Receive, send: Send) -> None:
     """As the SDK answers in SSE mode: JSON when the answer comes within the ping interval; past it, an
-    event stream kept alive with pings until the answer; a client that goes away cancels the call."""
-    answer: list[tuple[int, bytes]] = []
-    done = anyio.Event()
+    event stream kept alive with pings until the answer; a client that goes away cancels the call.
 
-    async def run() -> None:
-        answer.append(await call)
-        done.set()
+    The call runs in this task, watched by one small task and a timer: a task group per call (two tasks,
+    cancel scopes) costs more than the rest of a small call."""
+    loop = asyncio.get_running_loop()
+    this_task = asyncio.current_task()
+    assert this_task is not None
+    gone = False
 
-    async def watch_disconnect(cancel_scope: anyio.CancelScope) -> None:
+    async def watch_disconnect() -> None:
+        nonlocal gone
         while (await receive()).get("type") != "http.disconnect":
             pass
-        cancel_scope.cancel()
+        gone = True
+        this_task.cancel()
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(run)
-        group.start_soon(watch_disconnect, group.cancel_scope)
-        with anyio.move_on_after(SSE_PING_INTERVAL):
-            await done.wait()
-        if done.is_set():
-            await _send_json(answer[0], send)
-        else:
-            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-            while not done.is_set():
-                await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
-                with anyio.move_on_after(SSE_PING_INTERVAL):
-                    await done.wait()
-            event = b"event: message\r\ndata: " + answer[0][1] + b"\r\n\r\n"
-            await send({"type": "http.response.body", "body": event, "more_body": False})
-        group.cancel_scope.cancel()
+    watcher = loop.create_task(watch_disconnect())
+    keep_alive = _KeepAlive(send)
+    timer = loop.call_later(SSE_PING_INTERVAL, keep_alive.start)
+    try:
+        status, body = await call
+    except asyncio.CancelledError:
+        if gone:
+            this_task.uncancel()
+            return  # the client went away: nothing to answer, like the SDK
+        raise
+    finally:
+        watcher.cancel()
+        timer.cancel()
+        await keep_alive.stop()
+    if keep_alive.started:
+        await send({"type": "http.response.body", "body": b"event: message\r\ndata: " + body + b"\r\n\r\n",
+                    "more_body": False})
+    else:
+        await _send_json((status, body), send)
+
+
+class _KeepAlive:
+    """The event stream a slow answer switches to: headers and a ping at once, a ping every interval after."""
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.started = False
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.started = True
+        self._task = asyncio.get_running_loop().create_task(self._ping())
+
+    async def _ping(self) -> None:
+        await self.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        while True:
+            await self.send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
+            await asyncio.sleep(SSE_PING_INTERVAL)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

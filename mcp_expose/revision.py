@@ -7,12 +7,17 @@ process that sees a stamp it has not compiled recompiles its catalog.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.core.cache import caches
+from django.core.cache.backends.dummy import DummyCache
+from django.core.cache.backends.filebased import FileBasedCache
+from django.core.cache.backends.locmem import LocMemCache
 
 from .conf import get_settings
 
 REVISION_KEY = "mcp_expose:catalog-revision"
+LOCAL_CACHES = (LocMemCache, FileBasedCache, DummyCache)
 # Long enough to outlive any process; a missing stamp is recreated anyway.
 REVISION_TIMEOUT = 60 * 60 * 24 * 30
 
@@ -21,14 +26,14 @@ def _cache():  # type: ignore[no-untyped-def]
     return caches[get_settings().CACHE_ALIAS]
 
 
-def read_stamps(*keys: str) -> dict[str, str]:
+def read_stamps(*keys: str, cache: Any = None) -> dict[str, str]:
     """The current stamps under `keys`, in one cache round trip, creating any the cache has lost (first
     start, eviction, flush).
 
     A fresh stamp after an eviction makes every process drop what it derived, so a change
     can never be missed because its stamp was lost.
     """
-    cache = _cache()
+    cache = cache if cache is not None else _cache()
     stamps = cache.get_many(keys)
     for key in keys:
         if stamps.get(key) is None:
@@ -37,14 +42,11 @@ def read_stamps(*keys: str) -> dict[str, str]:
     return {key: str(stamps[key]) for key in keys}
 
 
-def stamps_are_local() -> bool:
-    """Whether the stamps' cache answers without a network round trip (memory, or files on this machine),
-    so that reading them on the event loop blocks it no longer than a thread hop would cost."""
-    from django.core.cache.backends.dummy import DummyCache
-    from django.core.cache.backends.filebased import FileBasedCache
-    from django.core.cache.backends.locmem import LocMemCache
-
-    return isinstance(_cache(), LocMemCache | FileBasedCache | DummyCache)
+def local_stamp_cache() -> Any:
+    """The stamps' cache when it answers without a network round trip (memory, or files on this machine), so
+    that reading it on the event loop blocks it no longer than a thread hop would cost; else None."""
+    cache = _cache()
+    return cache if isinstance(cache, LOCAL_CACHES) else None
 
 
 def read_stamp(key: str) -> str:

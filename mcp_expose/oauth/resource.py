@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -13,6 +14,7 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 PRM_PREFIX = "/.well-known/oauth-protected-resource"
 
 
+@functools.lru_cache(maxsize=256)
 def canonical_uri(uri: str) -> str:
     """RFC 8707 / MCP canonical form: lower-case scheme and host, no default port, fragment or trailing slash."""
     parts = urlsplit(uri.strip())
