@@ -124,6 +124,7 @@ class McpExposeASGI:
             if get_settings().FREEZE_GC:
                 # Everything loaded so far lives as long as the process: keep the collector from scanning it
                 # again on every full collection (a few percent of each request's CPU time otherwise).
+                gc.collect()  # what startup threw away (schemas' throwaway models) first, or it would stay forever
                 gc.freeze()
             await send({"type": "lifespan.startup.complete"})
             await receive()  # lifespan.shutdown

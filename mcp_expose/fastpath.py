@@ -260,6 +260,7 @@ async def _answer(
         base_url=request_origin(scope.get("scheme", "http"), headers),
         client_address=client[0] if client else None,
     )
+    token = auth_context_var.set(exchange.caller())  # as AuthContextMiddleware does: the SDK's get_access_token()
     try:
         result = await answer_call(catalog, principal, params["name"], params.get("arguments"), request)
     except (MissingClientCapability, StaleConfirmation) as exc:
@@ -268,13 +269,15 @@ async def _answer(
         return _error(plain, exc)  # as the SDK maps them (`hide_internal_errors` lets both pass)
     except Exception:  # noqa: BLE001  (as `hide_internal_errors` answers it on the SDK path)
         return _error(plain, internal_error("tools/call"))
+    finally:
+        auth_context_var.reset(token)
     try:
         wire = _shaped(result, server)
     except ValidationError:
         logger.exception("handler for 'tools/call' returned an invalid result")
         return _error(plain, MCPError(code=types.INTERNAL_ERROR, message="Handler returned an invalid result"))
     if wire.get("resultType") == "input_required":
-        token = auth_context_var.set(exchange.caller())  # the caller the request state is bound to
+        token = auth_context_var.set(exchange.caller())  # the caller the sealed state is bound to
         try:
             wire = await _boundary(server)(_SealedRequest("tools/call", params), _returning(wire))
         except MCPError as exc:
@@ -372,14 +375,16 @@ async def _answer_in_sse_mode(call: Awaitable[tuple[int, bytes]], receive: Recei
     try:
         status, body = await call
     except asyncio.CancelledError:
-        if gone:
-            this_task.uncancel()
-            return  # the client went away: nothing to answer, like the SDK
+        if gone and this_task.uncancel() == 0:
+            return  # the client went away (and nothing else cancelled us): nothing to answer, like the SDK
         raise
     finally:
         watcher.cancel()
         timer.cancel()
         await keep_alive.stop()
+    if gone:  # the call ignored the cancellation and finished: still nobody to answer
+        this_task.uncancel()
+        return
     if keep_alive.started:
         await send({"type": "http.response.body", "body": b"event: message\r\ndata: " + body + b"\r\n\r\n",
                     "more_body": False})
@@ -388,11 +393,13 @@ async def _answer_in_sse_mode(call: Awaitable[tuple[int, bytes]], receive: Recei
 
 
 class _KeepAlive:
-    """The event stream a slow answer switches to: headers and a ping at once, a ping every interval after."""
+    """The event stream a slow answer switches to: headers and a ping at once, a ping every interval after.
+    Stopping lets a started stream finish what it is sending (headers always go first), never cuts it."""
 
     def __init__(self, send: Send) -> None:
         self.send = send
         self.started = False
+        self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -401,12 +408,12 @@ class _KeepAlive:
 
     async def _ping(self) -> None:
         await self.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        while True:
+        while not self._stopping.is_set():
             await self.send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
-            await asyncio.sleep(SSE_PING_INTERVAL)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), SSE_PING_INTERVAL)
 
     async def stop(self) -> None:
+        self._stopping.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await self._task

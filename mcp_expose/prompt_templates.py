@@ -68,7 +68,7 @@ def capability_for(state: PromptState) -> Capability:
         name=state.name,
         kind="prompt",
         target=partial(_render, state.template),
-        source=SchemaSignature(schema, check=False),
+        source=SchemaSignature(schema),
         origin=f"PromptTemplate #{state.pk}",
         title=state.title or None,
         description=state.description,

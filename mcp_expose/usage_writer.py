@@ -45,6 +45,7 @@ class UsageWriter:
         self._pending: deque[usage.CallRecord] = deque()
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._writing = 0  # rows taken from the queue and not yet written
         # Taken by `add` and `stop`: once stopping, nothing more is queued behind the final write.
         self._lock = threading.Lock()
 
@@ -76,7 +77,7 @@ class UsageWriter:
             thread.join(STOP_TIMEOUT)
             if thread.is_alive():
                 logger.error("Stopped waiting for the usage writer after %d s: about %d usage rows were not written",
-                             STOP_TIMEOUT, len(self._pending) + BATCH_SIZE)
+                             STOP_TIMEOUT, len(self._pending) + self._writing)
 
     def _run(self) -> None:
         try:
@@ -93,10 +94,13 @@ class UsageWriter:
         while self._pending:
             batch.append(self._pending.popleft())
         if batch:
+            self._writing = len(batch)
             try:
                 write_batch(batch)
             except Exception:  # noqa: BLE001  (keep writing later rows whatever happened to these)
                 logger.exception("Could not write %d usage rows", len(batch))
+            finally:
+                self._writing = 0
 
 
 def write_batch(records: Sequence[usage.CallRecord]) -> None:

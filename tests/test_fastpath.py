@@ -44,6 +44,7 @@ def through_sdk(data: Path) -> Iterator[LiveServer]:
 GOOD_ARGUMENTS = {
     "library.echo": {"message": "hi"}, "library.get_book": {"book_id": 1}, "toolbox.header_names": {},
     "toolbox.chain_info": {}, "toolbox.greet": {}, "library.whoami": {}, "toolbox.big": {"count": 3},
+    "toolbox.sdk_caller": {},
     "no.such_tool": {},
 }
 
@@ -383,6 +384,13 @@ async def test_a_slow_call_in_sse_mode_is_kept_alive_and_a_gone_client_cancels_i
     assert len(bodies) >= 3 and set(bodies[:-1]) == {b": ping\r\n\r\n"}
     assert bodies[-1] == b'event: message\r\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\r\n\r\n'
 
+    # The stream starts (the timer fires) just as the answer arrives: headers still go before anything else.
+    sent.clear()
+    keep_alive = fastpath._KeepAlive(send)
+    keep_alive.start()
+    await keep_alive.stop()
+    assert [message["type"] for message in sent][:1] == ["http.response.start"]
+
     sent.clear()
     cancelled = anyio.Event()
 
@@ -400,3 +408,14 @@ async def test_a_slow_call_in_sse_mode_is_kept_alive_and_a_gone_client_cancels_i
     with anyio.fail_after(5):
         await fastpath._answer_in_sse_mode(abandoned_call(), goes_away, send)
     assert cancelled.is_set() and sent == []
+
+
+def test_code_written_for_the_sdk_sees_the_caller_on_the_fast_path(fast: LiveServer, key: str) -> None:
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "toolbox.sdk_caller",
+               "Authorization": f"Bearer {key}"}
+    before = fast_answers(fast)
+    result = httpx2.post(fast.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "toolbox.sdk_caller", "arguments": {}, "_meta": META}}).json()["result"]["structuredContent"]
+    assert result["client_id"] == f"api-key:{key.split('_')[1]}" and "mcp" in result["scopes"]
+    assert fast_answers(fast) == before + 1

@@ -118,3 +118,12 @@ async def greet(context: InvocationContext) -> str:
     form = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
     answer = (await context.ask({"who": Elicit("What is your name?", form)}))["who"]
     return f"Hello, {(answer.content or {}).get('name', 'stranger')}!"
+
+
+@mcp_expose.tool(read_only=True)
+async def sdk_caller() -> dict[str, object]:
+    """Who the MCP SDK says the caller is (its get_access_token()), as code written for the SDK would ask."""
+    from mcp.server.auth.middleware.auth_context import get_access_token
+
+    token = get_access_token()
+    return {"client_id": token.client_id if token else None, "scopes": token.scopes if token else None}
