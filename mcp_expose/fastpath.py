@@ -226,13 +226,13 @@ async def serve_call(
             server.cache_hints.get("tools/call") is not None or not decide(principal, entry).allowed:
         await exchange.fallback(exchange.send)
         return False
+    if logger.isEnabledFor(logging.DEBUG):  # before the answer leaves, so whoever reads it can see this line
+        logger.debug("Answering tools/call %s on the fast path", name)
     call = _answer(plain, principal, catalog, server, exchange)
     if json_response:
         await _send_json(await call, exchange.send)
     else:
         await _answer_in_sse_mode(call, exchange.receive, exchange.send)
-    if logger.isEnabledFor(logging.DEBUG):
-        logger.debug("Answered tools/call %s on the fast path", name)
     return True
 
 

@@ -189,7 +189,7 @@ def test_the_fast_path_answers_exactly_as_the_sdk(fast: LiveServer, through_sdk:
 
 
 def fast_answers(server: LiveServer) -> int:
-    return server.log().count("on the fast path")
+    return server.log().count("on the fast path")  # logged before each such answer is sent
 
 
 def test_the_fast_path_serves_what_the_caller_may_see(fast: LiveServer, key: str, data: Path) -> None:
