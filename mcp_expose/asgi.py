@@ -180,9 +180,14 @@ class McpExposeASGI:
         resource = resource_uri(scheme, headers)
         query_keys = frozenset(key for key, _ in parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         # Not thread_sensitive: outside Django's handler that would put every request on one global thread.
-        resolved = self._authenticate_in_loop(headers, query_keys, resource)
+        # With a stamp cache on this machine the stamps are read here, and the hop is taken only when needed.
+        cache = local_stamp_cache()
+        stamps = read_stamps(REVISION_KEY, CREDENTIALS_KEY, cache=cache) if cache is not None else None
+        resolved = self._authenticate_in_loop(headers, query_keys, resource, stamps) if stamps is not None else None
         if resolved is None:
-            resolved = await sync_to_async(self._authenticate, thread_sensitive=False)(headers, query_keys, resource)
+            resolved = await sync_to_async(self._authenticate, thread_sensitive=False)(
+                headers, query_keys, resource, stamps
+            )
         result, catalog = resolved
         if isinstance(result, AuthFailure):
             await _challenge(result, resource)(scope, receive, send)
@@ -251,15 +256,11 @@ class McpExposeASGI:
         await JSONResponse(document, headers={**cors, "Cache-Control": "public, max-age=3600"})(scope, receive, send)
 
     def _authenticate_in_loop(
-        self, headers: Mapping[str, str], query_keys: frozenset[str], resource: str
+        self, headers: Mapping[str, str], query_keys: frozenset[str], resource: str, stamps: Mapping[str, str]
     ) -> tuple[Principal | AuthFailure, Catalog | None] | None:
-        """`_authenticate`'s answer without the thread hop, when it needs neither the database nor the network:
-        the stamps live in a cache on this machine (memory or files), this process has compiled the catalog of
-        the current revision and knows the credential (or none is needed). None: take the hop."""
-        cache = local_stamp_cache()
-        if cache is None:
-            return None
-        stamps = read_stamps(REVISION_KEY, CREDENTIALS_KEY, cache=cache)
+        """`_authenticate`'s answer without the thread hop, from stamps already read (from a cache on this
+        machine), when it needs no database: this process has compiled the catalog of the current revision and
+        knows the credential (or none is needed). None: take the hop."""
         catalog = self.provider.peek()
         if catalog is None or catalog.revision != stamps[REVISION_KEY]:
             return None
@@ -269,11 +270,12 @@ class McpExposeASGI:
         return result, (None if isinstance(result, AuthFailure) else catalog)
 
     def _authenticate(
-        self, headers: Mapping[str, str], query_keys: frozenset[str], resource: str
+        self, headers: Mapping[str, str], query_keys: frozenset[str], resource: str,
+        stamps: Mapping[str, str] | None = None,
     ) -> tuple[Principal | AuthFailure, Catalog | None]:
-        """One thread hop, and one cache round trip for both stamps, for everything a request needs from the
-        database and cache."""
-        stamps = read_stamps(REVISION_KEY, CREDENTIALS_KEY)
+        """One thread hop, and one cache round trip for both stamps (unless already read), for everything a
+        request needs from the database and cache."""
+        stamps = stamps if stamps is not None else read_stamps(REVISION_KEY, CREDENTIALS_KEY)
         result = authenticate(headers, query_keys, resource, credentials_stamp=stamps[CREDENTIALS_KEY])
         if isinstance(result, AuthFailure):
             return result, None

@@ -53,7 +53,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from .asking import ClientInput, MissingClientCapability
 from .catalog import Catalog
-from .chain import read_chain
+from .chain import CallChain, read_chain
 from .confirmation import StaleConfirmation
 from .dispatch import CallRequest
 from .oauth.resource import request_origin
@@ -83,11 +83,12 @@ Fallback = Callable[[Send], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class PlainRequest:
-    """A request the fast path may answer: its method, its id as JSON, and its params."""
+    """A request the fast path may answer: its method, its id as JSON, its params and its agent chain."""
 
     method: str
     id_json: bytes
     params: Mapping[str, Any]
+    chain: CallChain
 
 
 def is_candidate(method: str, headers: Mapping[str, str]) -> bool:
@@ -133,10 +134,10 @@ async def plain_request(scope: Any, headers: Mapping[str, str], body: bytes, jso
     if UNCACHED_META_KEYS & set(meta) or any(getattr(typed, name, None) is not None for name in LATER_ROUNDS):
         return None
     try:
-        read_chain(headers)
+        chain = read_chain(headers)
     except Exception:  # noqa: BLE001  (InvalidChain, or anything else: the SDK path answers it)
         return None
-    return PlainRequest(method, json.dumps(envelope.id).encode(), params or {})
+    return PlainRequest(method, json.dumps(envelope.id).encode(), params or {}, chain)
 
 
 def visibility(principal: Principal, catalog: Catalog) -> tuple[Any, ...]:
@@ -255,7 +256,7 @@ async def _answer(
     request = CallRequest(
         protocol_version=MODERN,
         headers=headers,
-        chain=read_chain(headers),
+        chain=plain.chain,
         client=ClientInput.for_round(_declared_capabilities(meta), None, None, rounds=True),
         base_url=request_origin(scope.get("scheme", "http"), headers),
         client_address=client[0] if client else None,

@@ -3,6 +3,7 @@
 - MCP_TEST_HIDE_FORBIDDEN_TOOLS=1: answer forbidden tools as unknown instead of a 403 challenge.
 - MCP_TEST_CONFIRMATION_TTL=N: confirmations (and their sealed request state) expire after N seconds.
 - MCP_TEST_FAST_PATH=0: every request goes through the SDK (the fast path's differential test compares both).
+- MCP_TEST_JSON_RESPONSE=1: answer as JSON instead of SSE (the differential test runs in both modes).
 - The toolbox app adds tools that are slow, cancellable, chatty, large, chained or need confirmation.
 - The CIMD fetcher accepts documents served over plain HTTP on 127.0.0.1, which the tests serve
   themselves. This relaxation exists here only, never in the demo or a deployment.
@@ -20,5 +21,6 @@ MCP_EXPOSE = {
     "HIDE_FORBIDDEN_TOOLS": os.environ.get("MCP_TEST_HIDE_FORBIDDEN_TOOLS") == "1",
     "CONFIRMATION_TTL": int(os.environ.get("MCP_TEST_CONFIRMATION_TTL", "600")),
     "FAST_PATH": os.environ.get("MCP_TEST_FAST_PATH", "1") == "1",
+    "JSON_RESPONSE": os.environ.get("MCP_TEST_JSON_RESPONSE") == "1",
 }
 OAUTH2_PROVIDER = {**OAUTH2_PROVIDER, "CIMD_METADATA_FETCHER": "tests.cimd.LoopbackMetadataFetcher"}

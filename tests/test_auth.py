@@ -150,25 +150,34 @@ def test_the_event_loop_answers_only_what_needs_no_database(
     user: User, django_assert_num_queries: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     """`_authenticate_in_loop` (no thread hop) answers from this process's memory and the local cache, or
-    says None: an unknown credential, a moved stamp, a catalog not yet compiled, a networked cache."""
+    says None: an unknown credential, a moved stamp, a catalog not yet compiled. A networked cache is never
+    read on the loop at all."""
     from mcp_expose.asgi import McpExposeASGI
     from mcp_expose.catalog import CatalogProvider
+    from mcp_expose.credential_cache import CREDENTIALS_KEY
+    from mcp_expose.revision import REVISION_KEY, local_stamp_cache, read_stamps
 
     edge = McpExposeASGI(lambda *args: None, provider=CatalogProvider())
+
+    def in_loop(headers: dict[str, str], resource: str) -> Any:
+        """As the edge does it: the stamps from the local cache, then the answer without a hop, if any."""
+        stamps = read_stamps(REVISION_KEY, CREDENTIALS_KEY, cache=local_stamp_cache())
+        return edge._authenticate_in_loop(headers, frozenset(), resource, stamps)
+
     _, secret = ApiKey.create_key(user=user, name="agent", scopes="library:read")
     resource = "http://testserver/mcp"
     with django_assert_num_queries(0):
-        assert edge._authenticate_in_loop(bearer(secret), frozenset(), resource) is None  # nothing compiled yet
-        assert edge._authenticate_in_loop({}, frozenset(), resource) is None
+        assert in_loop(bearer(secret), resource) is None  # nothing compiled yet
+        assert in_loop({}, resource) is None
     principal, catalog = edge._authenticate(bearer(secret), frozenset(), resource)  # the hop: learns both
     with django_assert_num_queries(0):
-        assert edge._authenticate_in_loop(bearer(secret), frozenset(), resource) == (principal, catalog)
-        assert edge._authenticate_in_loop({}, frozenset(), resource) == (MISSING, None)
-        assert edge._authenticate_in_loop(bearer("mcpx_unknown_secret"), frozenset(), resource) is None
-        assert edge._authenticate_in_loop(bearer(secret), frozenset(), "http://elsewhere/mcp") is None
+        assert in_loop(bearer(secret), resource) == (principal, catalog)
+        assert in_loop({}, resource) == (MISSING, None)
+        assert in_loop(bearer("mcpx_unknown_secret"), resource) is None
+        assert in_loop(bearer(secret), "http://elsewhere/mcp") is None
     with django_capture_on_commit_callbacks(execute=True):
         User.objects.create_user("grace")  # any credential change moves the stamp
-    assert edge._authenticate_in_loop(bearer(secret), frozenset(), resource) is None
+    assert in_loop(bearer(secret), resource) is None
     redis = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:1"}}
     with override_settings(CACHES=redis):
-        assert edge._authenticate_in_loop(bearer(secret), frozenset(), resource) is None  # never touches Redis
+        assert local_stamp_cache() is None  # never read on the loop: the edge takes the hop, which reads it

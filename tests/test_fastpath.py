@@ -172,20 +172,45 @@ def answer(client: httpx2.Client, server: LiveServer, key: str, headers: dict[st
     return response.status_code, kind, response.text if kind != "text/event-stream" else None
 
 
+@pytest.fixture(scope="module")
+def fast_json(data: Path) -> Iterator[LiveServer]:
+    with run_server(data, **LIVE_SETTINGS, MCP_TEST_FAST_PATH="1", MCP_TEST_JSON_RESPONSE="1",
+                    MCP_EXPOSE_LOG_LEVEL="DEBUG") as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def through_sdk_json(data: Path) -> Iterator[LiveServer]:
+    with run_server(data, **LIVE_SETTINGS, MCP_TEST_FAST_PATH="0", MCP_TEST_JSON_RESPONSE="1") as live:
+        yield live
+
+
 @pytest.mark.parametrize("method", ["tools/list", "tools/call"])
 def test_the_fast_path_answers_exactly_as_the_sdk(fast: LiveServer, through_sdk: LiveServer, key: str, method: str) -> None:
+    assert_same_answers(fast, through_sdk, key, method, CORPUS_SIZE)
+
+
+@pytest.mark.parametrize("method", ["tools/list", "tools/call"])
+def test_the_fast_path_answers_exactly_as_the_sdk_in_json_mode(
+    fast_json: LiveServer, through_sdk_json: LiveServer, key: str, method: str
+) -> None:
+    assert_same_answers(fast_json, through_sdk_json, key, method, CORPUS_SIZE // 4)
+
+
+def assert_same_answers(fast: LiveServer, through_sdk: LiveServer, key: str, method: str, size: int) -> None:
     served_plainly = 0
+    answered_fast = fast_answers(fast)
     with httpx2.Client(timeout=10) as client:
-        for index, (headers, body) in enumerate(generated_requests(CORPUS_SIZE, method)):
+        for index, (headers, body) in enumerate(generated_requests(size, method)):
             duplicate = index % 10 == 0
             expected = answer(client, through_sdk, key, headers, body, duplicate)
             got = answer(client, fast, key, headers, body, duplicate)
             assert got == expected, f"request {index}: {headers} {body!r}"
             served_plainly += len(expected) == 5 and expected[0] == 200 and expected[3] is None and expected[4] is not None
     # The corpus exercises both sides: plenty of requests answered, plenty of refusals.
-    assert CORPUS_SIZE * 0.2 < served_plainly < CORPUS_SIZE * 0.8
+    assert size * 0.2 < served_plainly < size * 0.8
     if method == "tools/call":  # and a good share of the calls were answered by the fast path itself
-        assert fast_answers(fast) > CORPUS_SIZE * 0.1
+        assert fast_answers(fast) - answered_fast > size * 0.1
 
 
 def fast_answers(server: LiveServer) -> int:
