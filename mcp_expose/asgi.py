@@ -96,6 +96,7 @@ class McpExposeASGI:
         self._start_lock = asyncio.Lock()
         self._background: asyncio.Task[None] | None = None
         self._exit = asyncio.Event()
+        self._authenticate_in_thread = sync_to_async(self._authenticate, thread_sensitive=False)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -185,9 +186,7 @@ class McpExposeASGI:
         stamps = read_stamps(REVISION_KEY, CREDENTIALS_KEY, cache=cache) if cache is not None else None
         resolved = self._authenticate_in_loop(headers, query_keys, resource, stamps) if stamps is not None else None
         if resolved is None:
-            resolved = await sync_to_async(self._authenticate, thread_sensitive=False)(
-                headers, query_keys, resource, stamps
-            )
+            resolved = await self._authenticate_in_thread(headers, query_keys, resource, stamps)
         result, catalog = resolved
         if isinstance(result, AuthFailure):
             await _challenge(result, resource)(scope, receive, send)

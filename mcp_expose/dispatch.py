@@ -31,7 +31,7 @@ from .errors import AccessDenied, InvalidInput, NotFound, ToolError, UnknownTool
 from .invoke import ToolTimeout, invoke
 from .policy import decide
 from .principal import Principal
-from .results import ProjectionError, ResultTooLarge, json_size, truncate
+from .results import ProjectionError, ResultTooLarge, compact_json, json_size, truncate
 
 logger = logging.getLogger("mcp_expose.dispatch")
 
@@ -68,6 +68,8 @@ class ToolOutcome:
     failure: ToolFailure | None = None
     # Set when the client must answer questions first (2026-07-28): a confirmation, or the tool's own.
     input_required: InputRequired | None = None
+    # The value's compact JSON when it was made to measure the value (the text block, when it is an object).
+    text: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -199,7 +201,11 @@ def _describe_outcome(record: usage.CallRecord, outcome: ToolOutcome) -> None:
     else:
         record.outcome = "ok"
         value = outcome.value
-        record.result_bytes = value.size if isinstance(value, ContentBundle) else json_size(value)
+        record.result_bytes = value.size if isinstance(value, ContentBundle) else \
+            len(outcome.text.encode()) if outcome.text is not None else json_size(value)
+
+
+_hit_in_thread = sync_to_async(ratelimit.hit, thread_sensitive=False)
 
 
 async def _run(
@@ -209,7 +215,7 @@ async def _run(
         await claim_round(request)
         # A later round is the same call continued (each round answerable once), counted in its first round.
         if entry.rate_limit is not None and request.request_state is None:
-            decision = await sync_to_async(ratelimit.hit, thread_sensitive=False)(
+            decision = await _hit_in_thread(
                 entry.key, caller_identity(principal), entry.rate_limit
             )
             if not decision.allowed:
@@ -225,6 +231,9 @@ async def _run(
             if value.size > entry.max_result_bytes:
                 raise ResultTooLarge(f"the content is {value.size} bytes; the limit is {entry.max_result_bytes}")
             return ToolOutcome(entry, value=value)
+        text = compact_json(value)  # made once: its size decides truncation, and it is the text block of an object
+        if len(text.encode()) <= entry.max_result_bytes:
+            return ToolOutcome(entry, value=value, text=text)
         return ToolOutcome(entry, value=truncate(value, entry.max_result_bytes, has_output_schema=entry.output_schema is not None))
     except ToolTimeout as exc:
         kept = " It finished its writes just before the deadline; they were kept." if exc.committed else \

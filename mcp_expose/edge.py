@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -44,12 +45,18 @@ def allowed_hosts() -> list[str]:
 
 
 def check_host(headers: Mapping[str, str]) -> EdgeRefusal | None:
-    host = headers.get("host", "")
-    domain, port = split_domain_port(host)
-    bad_port = bool(port) and not (port.isdigit() and 0 < int(port) < 65536)
-    if not domain or bad_port or not validate_host(domain, allowed_hosts()):
+    if not host_allowed(headers.get("host", ""), tuple(allowed_hosts())):
         return EdgeRefusal(400, "invalid_host", "The Host header is not one this server answers to.")
     return None
+
+
+@lru_cache(maxsize=256)
+def host_allowed(host: str, hosts: tuple[str, ...]) -> bool:
+    """Django's host validation, remembered per Host header and ALLOWED_HOSTS (a client sends the same one on
+    every request; any other value costs one check and may push out the oldest)."""
+    domain, port = split_domain_port(host)
+    bad_port = bool(port) and not (port.isdigit() and 0 < int(port) < 65536)
+    return bool(domain) and not bad_port and validate_host(domain, list(hosts))
 
 
 def origin_allowed(origin: str, own_origin: str, allowed: list[str]) -> bool:

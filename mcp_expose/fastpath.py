@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,12 +56,13 @@ from .asking import ClientInput, MissingClientCapability
 from .catalog import Catalog
 from .chain import CallChain, read_chain
 from .confirmation import StaleConfirmation
-from .dispatch import CallRequest
+from .content import ContentBundle
+from .dispatch import CallRequest, ToolOutcome
 from .oauth.resource import request_origin
 from .policy import decide
 from .principal import Principal
 from .schema import thaw
-from .server import answer_call, internal_error, question_error, tool_headers
+from .server import call_outcome, internal_error, json_outcome, question_error, render_outcome, tool_headers
 
 logger = logging.getLogger("mcp_expose.fastpath")
 
@@ -263,7 +265,9 @@ async def _answer(
     )
     token = auth_context_var.set(exchange.caller())  # as AuthContextMiddleware does: the SDK's get_access_token()
     try:
-        result = await answer_call(catalog, principal, params["name"], params.get("arguments"), request)
+        outcome = await call_outcome(catalog, principal, params["name"], params.get("arguments"), request)
+        wire = _plain_result(outcome, server)
+        result = render_outcome(outcome) if wire is None else None
     except (MissingClientCapability, StaleConfirmation) as exc:
         return _error(plain, question_error(exc))
     except (MCPError, ValidationError) as exc:
@@ -273,7 +277,7 @@ async def _answer(
     finally:
         auth_context_var.reset(token)
     try:
-        wire = _shaped(result, server)
+        wire = wire if result is None else _shaped(result, server)
     except ValidationError:
         logger.exception("handler for 'tools/call' returned an invalid result")
         return _error(plain, MCPError(code=types.INTERNAL_ERROR, message="Handler returned an invalid result"))
@@ -295,6 +299,29 @@ def _declared_capabilities(meta: Mapping[str, Any]) -> types.ClientCapabilities 
         return types.ClientCapabilities.model_validate(meta.get(CLIENT_CAPABILITIES_META_KEY), by_name=False)
     except ValidationError:
         return None
+
+
+def _plain_result(outcome: ToolOutcome, server: Server[Any]) -> dict[str, Any] | None:
+    """A JSON value's or a tool error's result on the wire, as `_shaped(render_outcome(...))` makes it, without
+    building the SDK's models and validating them again (the per-request result validation the fast path may
+    skip); None for content blocks and questions, which take that way."""
+    if outcome.input_required is not None or isinstance(outcome.value, ContentBundle):
+        return None
+    content, text, is_error = json_outcome(outcome)
+    return {"content": [{"type": "text", "text": text}], "structuredContent": content, "isError": is_error,
+            "resultType": "complete", "_meta": {SERVER_INFO_META_KEY: _server_info(server)}}
+
+
+def _server_info(server: Server[Any]) -> dict[str, Any]:
+    """The SDK's server info stamp, copied once per server: `_plain_result` only encodes it, never changes it
+    (the SDK hands out a deep copy on every access so that a caller that does cannot corrupt later ones)."""
+    stamp = _SERVER_INFO.get(server)
+    if stamp is None:
+        stamp = _SERVER_INFO[server] = server.server_info_stamp
+    return stamp
+
+
+_SERVER_INFO: weakref.WeakKeyDictionary[Server[Any], dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 def _shaped(result: BaseModel, server: Server[Any]) -> dict[str, Any]:

@@ -127,6 +127,10 @@ def _call_sync(
         return value
 
 
+# Made once: building the wrapper costs about as much as the rest of the hop's Python.
+_call_sync_in_thread = sync_to_async(_call_sync, thread_sensitive=False)
+
+
 async def invoke(entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext) -> Any:
     """Call the capability and return its result as a plain JSON value.
 
@@ -140,7 +144,7 @@ async def invoke(entry: ToolEntry, arguments: Mapping[str, Any], context: Invoca
     state = Abandonment()
     try:
         with anyio.move_on_after(entry.timeout):
-            return await sync_to_async(_call_sync, thread_sensitive=False)(entry, arguments, context, state)
+            return await _call_sync_in_thread(entry, arguments, context, state)
     except BaseException:
         state.abandon()
         raise

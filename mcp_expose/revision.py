@@ -7,6 +7,7 @@ process that sees a stamp it has not compiled recompiles its catalog.
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
 from django.core.cache import caches
@@ -15,6 +16,7 @@ from django.core.cache.backends.filebased import FileBasedCache
 from django.core.cache.backends.locmem import LocMemCache
 
 from .conf import get_settings
+from .stamp_files import holds_stamps, read_held
 
 REVISION_KEY = "mcp_expose:catalog-revision"
 LOCAL_CACHES = (LocMemCache, FileBasedCache, DummyCache)
@@ -31,15 +33,25 @@ def read_stamps(*keys: str, cache: Any = None) -> dict[str, str]:
     start, eviction, flush).
 
     A fresh stamp after an eviction makes every process drop what it derived, so a change
-    can never be missed because its stamp was lost.
+    can never be missed because its stamp was lost. With the file cache on a local filesystem, a stamp
+    whose file has not been replaced since this process read it costs one `fstat` (`stamp_files`).
     """
     cache = cache if cache is not None else _cache()
+    if holds_stamps(cache):
+        return {key: read_held(cache, key, partial(_read_one, cache, key)) for key in keys}
     stamps = cache.get_many(keys)
-    for key in keys:
-        if stamps.get(key) is None:
-            cache.add(key, uuid.uuid4().hex, REVISION_TIMEOUT)
-            stamps[key] = cache.get(key) or "unstamped"
-    return {key: str(stamps[key]) for key in keys}
+    return {key: str(stamps[key]) if stamps.get(key) is not None else _created(cache, key) for key in keys}
+
+
+def _read_one(cache: Any, key: str) -> str:
+    stamp = cache.get(key)
+    return str(stamp) if stamp is not None else _created(cache, key)
+
+
+def _created(cache: Any, key: str) -> str:
+    """A new stamp for a key the cache lost, or the one another process created first."""
+    cache.add(key, uuid.uuid4().hex, REVISION_TIMEOUT)
+    return str(cache.get(key) or "unstamped")
 
 
 def local_stamp_cache() -> Any:

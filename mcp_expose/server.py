@@ -110,15 +110,19 @@ def render_outcome(outcome: ToolOutcome) -> types.CallToolResult | types.InputRe
     or the questions a client must answer first."""
     if outcome.input_required is not None:
         return outcome.input_required.as_result()
-    if outcome.failure is not None:
-        payload = {"error": outcome.failure.as_dict()}
-        return types.CallToolResult(
-            content=[types.TextContent(text=compact_json(payload))], structured_content=payload, is_error=True
-        )
     if isinstance(outcome.value, ContentBundle):
         return types.CallToolResult(content=[content_block(item) for item in outcome.value.items])
+    content, text, is_error = json_outcome(outcome)
+    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=content, is_error=is_error)
+
+
+def json_outcome(outcome: ToolOutcome) -> tuple[dict[str, Any], str, bool]:
+    """A value's or a failure's structured content, the same JSON as text, and whether it is an error."""
+    if outcome.failure is not None:
+        payload = {"error": outcome.failure.as_dict()}
+        return payload, compact_json(payload), True
     content = structured(outcome.value)
-    return types.CallToolResult(content=[types.TextContent(text=compact_json(content))], structured_content=content)
+    return content, outcome.text if outcome.text is not None and content is outcome.value else compact_json(content), False
 
 
 def content_block(item: Any) -> Any:
@@ -347,11 +351,17 @@ async def answer_call(
     catalog: Catalog, principal: Principal, name: str, arguments: Mapping[str, Any] | None, request: CallRequest
 ) -> types.CallToolResult | types.InputRequiredResult:
     """A tools/call through the dispatcher, as its result (a tool the caller may not use: -32602)."""
+    return render_outcome(await call_outcome(catalog, principal, name, arguments, request))
+
+
+async def call_outcome(
+    catalog: Catalog, principal: Principal, name: str, arguments: Mapping[str, Any] | None, request: CallRequest
+) -> ToolOutcome:
+    """A tools/call through the dispatcher, as its outcome (a tool the caller may not use: -32602)."""
     try:
-        outcome = await call_tool(catalog, principal, name, arguments, request)
+        return await call_tool(catalog, principal, name, arguments, request)
     except UnknownTool as exc:
         raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
-    return render_outcome(outcome)
 
 
 async def remember_session(sessions: SessionMemory, ctx: ServerRequestContext[Any], call_next: Any) -> Any:
@@ -465,14 +475,22 @@ def _client_address(ctx: ServerRequestContext[Any]) -> str | None:
 def _base_url(ctx: ServerRequestContext[Any]) -> str:
     if ctx.request is None:
         return ""
-    headers = _headers(ctx)
-    return request_origin(ctx.request.url.scheme, headers)
+    # The scope's scheme is what `request.url.scheme` says, without building and parsing the whole URL.
+    return request_origin(ctx.request.scope.get("scheme", "http"), _headers(ctx))
 
 
 def _headers(ctx: ServerRequestContext[Any]) -> Mapping[str, str]:
+    """The tools' view of the request's headers, made once per request (three readers ask for it)."""
     if ctx.request is None:
         return {}
-    return tool_headers(ctx.request.headers.items())
+    scope = ctx.request.scope
+    headers = scope.get(TOOL_HEADERS_SCOPE_KEY)
+    if headers is None:
+        headers = scope[TOOL_HEADERS_SCOPE_KEY] = tool_headers(ctx.request.headers.items())
+    return headers
+
+
+TOOL_HEADERS_SCOPE_KEY = "mcp_expose.tool_headers"
 
 
 def tool_headers(items: Iterable[tuple[str, str]]) -> dict[str, str]:

@@ -110,27 +110,36 @@ def write_batch(records: Sequence[usage.CallRecord]) -> None:
         chunk = records[start:start + BATCH_SIZE]
         close_stale_connections()
         try:
-            insert_rows([usage.row_for(record) for record in chunk])
+            insert_rows([usage.row_values(record) for record in chunk])
         except Exception:  # noqa: BLE001  (the log must never stop; each row gets its own chance)
             logger.warning("Could not write %d usage rows together; writing them one by one", len(chunk), exc_info=True)
             for record in chunk:
                 usage.write(record, attempts=1)  # a row that fails alone is logged whole
 
 
-def insert_rows(rows: list[Any]) -> None:
+
+def insert_rows(rows: list[dict[str, Any]]) -> None:
     """One `executemany` of the INSERT Django compiles for one row, in one transaction: what `bulk_create`
-    does, without compiling the statement again for every row (the bulk of its cost for small rows)."""
-    from django.db import connections, router, transaction
+    does, without compiling the statement again, or building a model instance, for every row (the bulk of
+    its cost for small rows). `rows` are `usage.row_values`; each value goes through its field's
+    `get_db_prep_save`, as a save would (`ToolCall` has no field that sets itself on save)."""
+    from django.db import connections, models, router, transaction
     from django.db.models.sql import InsertQuery
 
-    model = type(rows[0])
-    alias = router.db_for_write(model)
+    from .models import ToolCall
+
+    alias = router.db_for_write(ToolCall)
     connection = connections[alias]
-    fields = [field for field in model._meta.concrete_fields if field is not model._meta.auto_field]
-    query = InsertQuery(model)
-    query.insert_values(fields, rows[:1])
+    fields = [field for field in ToolCall._meta.concrete_fields if field is not ToolCall._meta.auto_field]
+    query = InsertQuery(ToolCall)
+    query.insert_values(fields, [ToolCall(**rows[0])])
     [(sql, _)] = query.get_compiler(alias).as_sql()
-    values = [[field.get_db_prep_save(field.pre_save(row, True), connection) for field in fields] for row in rows]
+    # A string for a text column goes in as it is (what `get_db_prep_save` returns for one); the rest as a save.
+    columns = [(field.attname, type(field) in (models.CharField, models.TextField), field) for field in fields]
+    values = [[
+        value if text and type(value) is str else field.get_db_prep_save(value, connection)
+        for name, text, field in columns for value in (row[name],)
+    ] for row in rows]
     with transaction.atomic(using=alias, savepoint=False), connection.cursor() as cursor:
         cursor.executemany(sql, values)
 

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import AnonymousUser, User
 from django.utils import timezone
 
-from mcp_expose import usage_writer
+from mcp_expose import usage, usage_writer
 from mcp_expose.models import ToolCall
 from mcp_expose.principal import Principal
 from mcp_expose.usage import CallRecord
@@ -90,3 +90,20 @@ def test_a_full_queue_hands_the_row_back_to_the_call(monkeypatch: pytest.MonkeyP
     finally:
         writer.stop()
     assert names() == ["t.0", "t.1", "t.2"]
+
+
+def test_a_batched_row_has_every_column_a_saved_row_has() -> None:
+    """The batch inserts column values without model instances: a column added to `ToolCall` and not to
+    `row_values` would send every batch down the slow row-by-row path, or lose the column."""
+    user = User.objects.create_user("batcher")
+    principal = Principal(user=user, scopes=frozenset({"mcp", "tools"}), method="api_key", api_key_prefix="mcpx_ab")
+    called = CallRecord(tool_name="t.full", principal=principal, outcome="ok", tool_key="t.full", duration_ms=1.5,
+                        argument_bytes=7, result_bytes=9, depth=2, conversation_id="c-1", protocol_version="2026-07-28")
+    columns = {field.attname for field in ToolCall._meta.concrete_fields if field is not ToolCall._meta.auto_field}
+    assert set(usage.row_values(called)) == columns
+    usage_writer.insert_rows([usage.row_values(called)])
+    batched = ToolCall.objects.get(tool_name="t.full")
+    assert usage.write(called)
+    saved = ToolCall.objects.exclude(pk=batched.pk).get(tool_name="t.full")
+    assert {name: getattr(batched, name) for name in columns} == {name: getattr(saved, name) for name in columns}
+    assert (batched.user_id, batched.username, batched.scopes) == (user.pk, "batcher", "mcp tools")

@@ -1,0 +1,150 @@
+"""Stamps in the file cache: held open and re-read exactly when their file is replaced or removed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from django.core.cache.backends.filebased import FileBasedCache
+
+from mcp_expose import stamp_files
+from mcp_expose.revision import REVISION_TIMEOUT, read_stamps
+
+KEY = "mcp_expose:test-stamp"
+
+
+@pytest.fixture
+def file_cache(tmp_path: Path) -> FileBasedCache:
+    cache = FileBasedCache(str(tmp_path / "cache"), {})
+    assert stamp_files.holds_stamps(cache), "the test's temporary directory should be on a local filesystem"
+    yield cache
+    stamp_files.held_stamp_files.release()
+
+
+def rewrite_in_place(cache: FileBasedCache, key: str, value: str) -> None:
+    """Change the stamp's bytes without replacing its file, which Django's cache never does: a read that
+    sees this value opened the file again, one that does not kept what it held."""
+    with open(cache._key_to_file(key), "r+b") as file:
+        cache._write_content(file, REVISION_TIMEOUT, value)
+        file.truncate()
+
+
+def test_an_unchanged_stamp_is_served_from_the_held_file(file_cache: FileBasedCache) -> None:
+    first = read_stamps(KEY, cache=file_cache)[KEY]  # makes the stamp
+    assert read_stamps(KEY, cache=file_cache)[KEY] == first == file_cache.get(KEY)  # reads and holds it
+    rewrite_in_place(file_cache, KEY, "written-in-place")
+    assert file_cache.get(KEY) == "written-in-place"  # the bytes did change
+    assert read_stamps(KEY, cache=file_cache)[KEY] == first  # but the file was not replaced: held
+
+
+def test_a_moved_stamp_is_read_on_the_next_request(file_cache: FileBasedCache) -> None:
+    before = read_stamps(KEY, cache=file_cache)[KEY]
+    other = FileBasedCache(file_cache._dir, {})  # another instance: what another thread or process writes
+    other.set(KEY, "moved", REVISION_TIMEOUT)
+    assert read_stamps(KEY, cache=file_cache)[KEY] == "moved" != before
+
+
+def test_a_stamp_moved_by_another_process_is_read_on_the_next_request(file_cache: FileBasedCache) -> None:
+    read_stamps(KEY, cache=file_cache)
+    script = (
+        "import sys\n"
+        "from django.conf import settings\n"
+        "settings.configure()\n"
+        "from django.core.cache.backends.filebased import FileBasedCache\n"
+        "FileBasedCache(sys.argv[1], {}).set(sys.argv[2], sys.argv[3], 600)\n"
+    )
+    moved = uuid.uuid4().hex
+    subprocess.run([sys.executable, "-c", script, file_cache._dir, KEY, moved], check=True, timeout=60)
+    assert read_stamps(KEY, cache=file_cache)[KEY] == moved
+
+
+@pytest.mark.parametrize("lose", ["delete", "clear"])
+def test_a_lost_stamp_is_made_again_and_held_again(file_cache: FileBasedCache, lose: str) -> None:
+    before = read_stamps(KEY, cache=file_cache)[KEY]
+    file_cache.delete(KEY) if lose == "delete" else file_cache.clear()
+    again = read_stamps(KEY, cache=file_cache)[KEY]
+    assert again != before and file_cache.get(KEY) == again  # a new stamp, and the one every process will read
+    # Made by this read, so not yet held (its file did not exist when the read began); held from the next.
+    assert read_stamps(KEY, cache=file_cache)[KEY] == again
+    rewrite_in_place(file_cache, KEY, "written-in-place")
+    assert read_stamps(KEY, cache=file_cache)[KEY] == again
+
+
+def test_on_a_filesystem_that_is_not_known_to_be_local_every_read_opens_the_file(
+    file_cache: FileBasedCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stamp_files, "is_local_filesystem", lambda directory: False)
+    read_stamps(KEY, cache=file_cache)
+    rewrite_in_place(file_cache, KEY, "written-in-place")
+    assert read_stamps(KEY, cache=file_cache)[KEY] == "written-in-place"
+
+
+def test_threads_reading_while_the_stamp_moves_never_see_an_old_stamp_after_the_move(
+    file_cache: FileBasedCache,
+) -> None:
+    read_stamps(KEY, cache=file_cache)
+    moved = threading.Event()
+    wrong: list[str] = []
+
+    def reader() -> None:
+        for _ in range(300):
+            seen_after_move = moved.is_set()
+            value = read_stamps(KEY, cache=file_cache)[KEY]
+            if seen_after_move and value != "final":
+                wrong.append(value)
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for index in range(20):
+        FileBasedCache(file_cache._dir, {}).set(KEY, f"interim-{index}", REVISION_TIMEOUT)
+    FileBasedCache(file_cache._dir, {}).set(KEY, "final", REVISION_TIMEOUT)
+    moved.set()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+    assert read_stamps(KEY, cache=file_cache)[KEY] == "final"
+
+
+def test_held_files_are_few_and_closed_on_release(file_cache: FileBasedCache) -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(50):
+        read_stamps(KEY, "mcp_expose:other-stamp", cache=file_cache)
+        FileBasedCache(file_cache._dir, {}).set(KEY, uuid.uuid4().hex, REVISION_TIMEOUT)
+    assert len(os.listdir("/proc/self/fd")) == before + 2  # one per stamp, the replaced ones closed
+    stamp_files.held_stamp_files.release()
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+MOUNTINFO = """\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+25 22 0:21 / /proc rw,nosuid - proc proc rw
+30 22 0:25 / /srv/shared\\040cache rw,relatime shared:7 - nfs4 server:/export rw,vers=4.2
+31 30 0:26 / /srv/shared\\040cache/local rw - tmpfs tmpfs rw
+40 22 0:27 / /mnt rw - ext4 /dev/sdb1 rw
+41 22 0:28 / /mnt rw - fuse.sshfs host:/ rw
+"""
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("/var/cache/app", "ext4"),
+    ("/srv/shared cache", "nfs4"),
+    ("/srv/shared cache/app", "nfs4"),
+    ("/srv/shared cache/local/app", "tmpfs"),
+    ("/srv/shared cachex", "ext4"),  # a longer name beside a mount point is not inside it
+    ("/mnt/data", "fuse.sshfs"),  # mounted over: the later mount is the one seen
+])
+def test_the_filesystem_of_a_path_is_the_deepest_mount_above_it(tmp_path: Path, path: str, expected: str) -> None:
+    table = tmp_path / "mountinfo"
+    table.write_text(MOUNTINFO)
+    assert stamp_files.filesystem_type(path, str(table)) == expected
+
+
+def test_without_a_mount_table_nothing_is_held(tmp_path: Path) -> None:
+    assert stamp_files.filesystem_type("/var/cache", str(tmp_path / "missing")) is None
+    assert None not in stamp_files.LOCAL_FILESYSTEMS
