@@ -69,6 +69,8 @@ logger = logging.getLogger("mcp_expose.fastpath")
 MODERN = "2026-07-28"
 # Listing variants kept per catalog revision; past this, the SDK answers (nothing is wrong, just not cached).
 MAX_VARIANTS = 1_000
+# Seconds a call runs before a task starts watching for its client to go away (sooner ones are never watched).
+WATCH_AFTER = 0.05
 # A progress token or log level asks for notifications; a trace context, for the SDK's tracing span.
 UNCACHED_META_KEYS = frozenset({"progressToken", "io.modelcontextprotocol/logLevel", "traceparent", "tracestate"})
 # Params that make a request something other than a first, plain round: a page, a later round, a task.
@@ -383,12 +385,14 @@ async def _answer_in_sse_mode(call: Awaitable[tuple[int, bytes]], receive: Recei
     """As the SDK answers in SSE mode: JSON when the answer comes within the ping interval; past it, an
     event stream kept alive with pings until the answer; a client that goes away cancels the call.
 
-    The call runs in this task, watched by one small task and a timer: a task group per call (two tasks,
-    cancel scopes) costs more than the rest of a small call."""
+    The call runs in this task. A call still running after WATCH_AFTER gets a small task watching for the
+    client to go away, and past the ping interval a keep-alive: a task group per call (two tasks, cancel
+    scopes), or even one watcher task per call, costs more than the rest of a small call."""
     loop = asyncio.get_running_loop()
     this_task = asyncio.current_task()
     assert this_task is not None
     gone = False
+    watcher: asyncio.Task[None] | None = None
 
     async def watch_disconnect() -> None:
         nonlocal gone
@@ -397,9 +401,12 @@ async def _answer_in_sse_mode(call: Awaitable[tuple[int, bytes]], receive: Recei
         gone = True
         this_task.cancel()
 
-    watcher = loop.create_task(watch_disconnect())
+    def start_watching() -> None:
+        nonlocal watcher
+        watcher = loop.create_task(watch_disconnect())
+
     keep_alive = _KeepAlive(send)
-    timer = loop.call_later(SSE_PING_INTERVAL, keep_alive.start)
+    timers = (loop.call_later(WATCH_AFTER, start_watching), loop.call_later(SSE_PING_INTERVAL, keep_alive.start))
     try:
         status, body = await call
     except asyncio.CancelledError:
@@ -407,9 +414,12 @@ async def _answer_in_sse_mode(call: Awaitable[tuple[int, bytes]], receive: Recei
             return  # the client went away (and nothing else cancelled us): nothing to answer, like the SDK
         raise
     finally:
-        watcher.cancel()
-        timer.cancel()
-        await keep_alive.stop()
+        for timer in timers:
+            timer.cancel()
+        if watcher is not None:
+            watcher.cancel()
+        if keep_alive.started:
+            await keep_alive.stop()
     if gone:  # the call ignored the cancellation and finished: still nobody to answer
         this_task.uncancel()
         return
@@ -422,26 +432,28 @@ async def _answer_in_sse_mode(call: Awaitable[tuple[int, bytes]], receive: Recei
 
 class _KeepAlive:
     """The event stream a slow answer switches to: headers and a ping at once, a ping every interval after.
-    Stopping lets a started stream finish what it is sending (headers always go first), never cuts it."""
+    Stopping lets a started stream finish what it is sending (headers always go first), never cuts it.
+    Nothing is made for a call answered before it starts."""
 
     def __init__(self, send: Send) -> None:
         self.send = send
         self.started = False
-        self._stopping = asyncio.Event()
+        self._stopping: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self.started = True
-        self._task = asyncio.get_running_loop().create_task(self._ping())
+        self._stopping = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._ping(self._stopping))
 
-    async def _ping(self) -> None:
+    async def _ping(self, stopping: asyncio.Event) -> None:
         await self.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        while not self._stopping.is_set():
+        while not stopping.is_set():
             await self.send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), SSE_PING_INTERVAL)
+                await asyncio.wait_for(stopping.wait(), SSE_PING_INTERVAL)
 
     async def stop(self) -> None:
-        self._stopping.set()
-        if self._task is not None:
+        if self._stopping is not None and self._task is not None:
+            self._stopping.set()
             await self._task

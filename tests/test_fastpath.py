@@ -390,6 +390,7 @@ async def test_a_slow_call_in_sse_mode_is_kept_alive_and_a_gone_client_cancels_i
     from mcp_expose import fastpath
 
     monkeypatch.setattr(fastpath, "SSE_PING_INTERVAL", 0.05)
+    monkeypatch.setattr(fastpath, "WATCH_AFTER", 0.01)  # a call still running after this is watched
     sent: list[dict[str, Any]] = []
 
     async def send(message: dict[str, Any]) -> None:
