@@ -31,7 +31,7 @@ from .errors import AccessDenied, InvalidInput, NotFound, ToolError, UnknownTool
 from .invoke import ToolTimeout, invoke
 from .policy import decide
 from .principal import Principal
-from .results import ProjectionError, ResultTooLarge, compact_json, json_size, truncate
+from .results import ProjectionError, ResultTooLarge, compact_json, json_size, to_json_value, truncate
 
 logger = logging.getLogger("mcp_expose.dispatch")
 
@@ -309,7 +309,13 @@ def _refused(entry: ToolEntry, code: str, message: str, details: Any) -> ToolOut
 
 def _anticipated(entry: ToolEntry, exc: ToolError) -> ToolFailure:
     logger.info("%s %s refused the call: %s (%s)", entry.kind.capitalize(), entry.name, exc.code, exc.message)
-    return ToolFailure(code=exc.code, message=exc.message, details=exc.details)
+    try:
+        details = to_json_value(exc.details)  # as a result is: the same JSON whoever renders it
+    except ProjectionError as problem:
+        logger.warning("%s %s gave error details with no JSON form (%s): sent without them",
+                       entry.kind.capitalize(), entry.name, problem)
+        details = None
+    return ToolFailure(code=exc.code, message=exc.message, details=details)
 
 
 def _unexpected(entry: ToolEntry, exc: BaseException, what: str) -> ToolFailure:

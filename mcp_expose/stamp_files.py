@@ -3,12 +3,14 @@
 Every request compares two stamps. With the file cache that meant opening, reading and unpickling two
 files per request (a fifth of a small call's time). Django's file cache never rewrites a value in place:
 `set` writes a new file and renames it over the old one, and `delete`, `clear`, culling and expiry unlink
-it. So this process keeps each stamp's file open, and while the file it holds still has a name
-(`fstat(...).st_nlink > 0`) nothing has replaced it and the value read from it is current. A held inode
-cannot be reused for another file, so no change can be mistaken for "unchanged".
+it. So this process keeps each stamp's file open and remembers its identity (device and inode): while the
+path still names that same file, nothing has replaced it and the value read from it is current. Holding
+the file open keeps its inode from being reused by a new file, so no change can look like "unchanged";
+checking the path (not only the held file) also catches a cache directory moved aside or reached through a
+symlink that was swapped, and overlay filesystems, where a replaced lower-layer file still looks linked.
 
-Only for filesystems where the kernel answers that from the file itself (local ones, listed below). On
-NFS, SMB or a FUSE mount a replaced file can look linked for a while, so there every read opens the file,
+Only for filesystems where a path's identity is current the moment another process changes it (local ones,
+listed below). On NFS, SMB or a FUSE mount attributes may be cached, so there every read opens the file,
 as Django does.
 """
 
@@ -22,7 +24,7 @@ from functools import lru_cache
 
 from django.core.cache.backends.filebased import FileBasedCache
 
-# Filesystems whose link count of an open file drops to 0 as soon as another process replaces it.
+# Filesystems where a path names the new file as soon as another process has replaced the old one.
 LOCAL_FILESYSTEMS = frozenset({
     "ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "overlay", "zfs", "f2fs", "bcachefs", "jfs",
 })
@@ -32,6 +34,7 @@ MOUNTINFO = "/proc/self/mountinfo"
 @dataclass(frozen=True)
 class HeldStamp:
     fd: int
+    identity: tuple[int, int]  # (st_dev, st_ino) of the file read
     value: str
 
 
@@ -40,46 +43,75 @@ class HeldStampFiles:
 
     def __init__(self) -> None:
         self._held: dict[str, HeldStamp] = {}
-        # One lock for checks and re-reads: a descriptor closed by one thread while another checks it could be
-        # reused for an unrelated file, whose link count would say nothing about the stamp.
+        # One lock for checks and re-reads (a miss reads the cache under it, rarely: a first read, a moved stamp).
         self._lock = threading.Lock()
 
     def read(self, path: str, read_through: Callable[[], str]) -> str:
-        """The stamp in the file at `path`: the held value while that file is unchanged, else `read_through()`
-        (which reads the cache, creating a missing stamp), held for next time if its file could be opened first."""
+        """The stamp in the file at `path`: the held value while `path` still names the held file, else
+        `read_through()` (which reads the cache, creating a missing stamp), held for next time if the file
+        could be opened first."""
         with self._lock:
             held = self._held.get(path)
             if held is not None:
-                if os.fstat(held.fd).st_nlink > 0:
+                if self._unchanged(path, held):
                     return held.value
-                del self._held[path]
-                os.close(held.fd)
+                self._drop(path)
             try:
-                # Opened before reading: if it is still linked afterwards, it is the file that was read.
+                # Opened before reading: if the path still names it afterwards, it is the file that was read.
                 fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             except FileNotFoundError:
                 return read_through()
             try:
+                identity = _identity(os.fstat(fd))
                 value = read_through()
-                linked = os.fstat(fd).st_nlink > 0
+                try:
+                    named = _identity(os.stat(path)) == identity
+                except FileNotFoundError:
+                    named = False
             except BaseException:
                 os.close(fd)
                 raise
-            if linked:
-                self._held[path] = HeldStamp(fd, value)
+            if named:
+                self._held[path] = HeldStamp(fd, identity, value)
             else:
                 os.close(fd)
             return value
 
+    @staticmethod
+    def _unchanged(path: str, held: HeldStamp) -> bool:
+        """The held descriptor is still the file read (nothing closed it behind our back), and the path still
+        names it. Any error (the file gone, the descriptor closed) counts as changed."""
+        try:
+            return _identity(os.fstat(held.fd)) == held.identity == _identity(os.stat(path))
+        except OSError:
+            return False
+
+    def _drop(self, path: str) -> None:
+        held = self._held.pop(path)
+        try:
+            if _identity(os.fstat(held.fd)) == held.identity:  # else the number now belongs to someone else
+                os.close(held.fd)
+        except OSError:
+            pass  # closed behind our back: nothing of ours to release
+
     def release(self) -> None:
         """Close every held file (the next read opens them again)."""
         with self._lock:
-            for held in self._held.values():
-                os.close(held.fd)
-            self._held.clear()
+            for path in list(self._held):
+                self._drop(path)
+
+    def _after_fork(self) -> None:
+        """A child inherits the held files (still valid) but not a lock another thread may have held."""
+        self._lock = threading.Lock()
+
+
+def _identity(status: os.stat_result) -> tuple[int, int]:
+    return status.st_dev, status.st_ino
 
 
 held_stamp_files = HeldStampFiles()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=held_stamp_files._after_fork)
 
 
 def holds_stamps(cache: object) -> bool:
@@ -96,10 +128,10 @@ def _stamp_path(cache: FileBasedCache, key: str) -> str:
     """The file of `key` (Django's `_key_to_file`), worked out once per cache configuration and key: Django's
     caches are per thread, but every instance with the same location, prefix, version and key function
     names the same file."""
-    identity = (cache._dir, cache.key_prefix, cache.version, cache.key_func, key)
-    path = _paths.get(identity)
+    configuration = (cache._dir, cache.key_prefix, cache.version, cache.key_func, key)
+    path = _paths.get(configuration)
     if path is None:
-        path = _paths[identity] = cache._key_to_file(key)
+        path = _paths[configuration] = cache._key_to_file(key)
     return path
 
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import logging
+from datetime import date
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -58,6 +60,10 @@ def catalog(registry: CapabilityRegistry) -> Catalog:
             raise ValidationError({"title": ["Too long."]})
         if kind == "custom":
             raise ToolError("Plain tool error.")
+        if kind == "odd_details":
+            raise ToolError("Odd details.", details={None: Decimal("1.50"), "on": date(2026, 1, 2), "ids": (1, 2)})
+        if kind == "no_json_details":
+            raise ToolError("Opaque details.", details={"thing": object()})
 
     @tool(registry=registry, key="t.missing")
     def missing() -> None:
@@ -174,3 +180,21 @@ async def test_injected_principal_and_request(catalog: Catalog) -> None:
         CallRequest(headers={"authorization": "Bearer secret", "user-agent": "agent/1"}),
     )
     assert outcome.value == {"user": "", "same": True, "has_auth_header": False, "agent": "agent/1"}
+
+
+async def test_error_details_are_sent_as_json_values_or_left_out(
+    catalog: Catalog, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Details are projected like results, so every path renders the same JSON; details with no JSON form
+    are left out (and logged) rather than turning the tool's own error into an internal one."""
+    from mcp_expose.server import render_outcome
+
+    outcome = await call_tool(catalog, principal(), "t.refuse", {"kind": "odd_details"})
+    assert outcome.failure is not None
+    assert outcome.failure.details == {"null": "1.50", "on": "2026-01-02", "ids": [1, 2]}
+    assert render_outcome(outcome).structured_content["error"]["details"] == outcome.failure.details
+
+    opaque = await call_tool(catalog, principal(), "t.refuse", {"kind": "no_json_details"})
+    assert opaque.failure is not None and opaque.failure.code == "tool_error"
+    assert opaque.failure.message == "Opaque details." and "details" not in opaque.failure.as_dict()
+    assert "gave error details with no JSON form" in caplog.text

@@ -34,23 +34,31 @@ def rewrite_in_place(cache: FileBasedCache, key: str, value: str) -> None:
         file.truncate()
 
 
+def held(cache: FileBasedCache, key: str = KEY) -> str:
+    """Read the stamp until this process holds its file (the read that makes a stamp cannot hold it: its file
+    did not exist when the read began), and return it."""
+    value = read_stamps(key, cache=cache)[key]
+    value = read_stamps(key, cache=cache)[key]
+    assert cache._key_to_file(key) in stamp_files.held_stamp_files._held
+    return value
+
+
 def test_an_unchanged_stamp_is_served_from_the_held_file(file_cache: FileBasedCache) -> None:
-    first = read_stamps(KEY, cache=file_cache)[KEY]  # makes the stamp
-    assert read_stamps(KEY, cache=file_cache)[KEY] == first == file_cache.get(KEY)  # reads and holds it
+    first = held(file_cache)
     rewrite_in_place(file_cache, KEY, "written-in-place")
     assert file_cache.get(KEY) == "written-in-place"  # the bytes did change
     assert read_stamps(KEY, cache=file_cache)[KEY] == first  # but the file was not replaced: held
 
 
 def test_a_moved_stamp_is_read_on_the_next_request(file_cache: FileBasedCache) -> None:
-    before = read_stamps(KEY, cache=file_cache)[KEY]
+    before = held(file_cache)
     other = FileBasedCache(file_cache._dir, {})  # another instance: what another thread or process writes
     other.set(KEY, "moved", REVISION_TIMEOUT)
     assert read_stamps(KEY, cache=file_cache)[KEY] == "moved" != before
 
 
 def test_a_stamp_moved_by_another_process_is_read_on_the_next_request(file_cache: FileBasedCache) -> None:
-    read_stamps(KEY, cache=file_cache)
+    held(file_cache)
     script = (
         "import sys\n"
         "from django.conf import settings\n"
@@ -65,20 +73,51 @@ def test_a_stamp_moved_by_another_process_is_read_on_the_next_request(file_cache
 
 @pytest.mark.parametrize("lose", ["delete", "clear"])
 def test_a_lost_stamp_is_made_again_and_held_again(file_cache: FileBasedCache, lose: str) -> None:
-    before = read_stamps(KEY, cache=file_cache)[KEY]
+    before = held(file_cache)
     file_cache.delete(KEY) if lose == "delete" else file_cache.clear()
     again = read_stamps(KEY, cache=file_cache)[KEY]
     assert again != before and file_cache.get(KEY) == again  # a new stamp, and the one every process will read
-    # Made by this read, so not yet held (its file did not exist when the read began); held from the next.
-    assert read_stamps(KEY, cache=file_cache)[KEY] == again
+    assert held(file_cache) == again
     rewrite_in_place(file_cache, KEY, "written-in-place")
     assert read_stamps(KEY, cache=file_cache)[KEY] == again
+
+
+def test_a_cache_directory_moved_aside_or_swapped_behind_a_symlink_is_read_again(tmp_path: Path) -> None:
+    """The held file still exists (still linked) after these, but the cache's path no longer names it."""
+    (tmp_path / "release-1").mkdir()
+    (tmp_path / "current").symlink_to(tmp_path / "release-1")
+    cache = FileBasedCache(str(tmp_path / "current"), {})
+    try:
+        before = held(cache)
+        (tmp_path / "release-2").mkdir()
+        FileBasedCache(str(tmp_path / "release-2"), {}).set(KEY, "after-the-swap", REVISION_TIMEOUT)
+        (tmp_path / "next").symlink_to(tmp_path / "release-2")
+        os.replace(tmp_path / "next", tmp_path / "current")  # what a release deploy does
+        assert read_stamps(KEY, cache=cache)[KEY] == "after-the-swap" != before
+
+        held(cache)
+        os.rename(tmp_path / "release-2", tmp_path / "release-2.old")
+        (tmp_path / "release-2").mkdir()  # an empty cache where the old one was: the stamp is made again
+        again = read_stamps(KEY, cache=cache)[KEY]
+        assert again not in ("after-the-swap", before) and cache.get(KEY) == again
+    finally:
+        stamp_files.held_stamp_files.release()
+
+
+def test_a_held_file_closed_behind_our_back_is_opened_again(file_cache: FileBasedCache) -> None:
+    first = held(file_cache)
+    os.close(stamp_files.held_stamp_files._held[file_cache._key_to_file(KEY)].fd)
+    with open(os.devnull) as unrelated:  # likely takes the freed descriptor number
+        FileBasedCache(file_cache._dir, {}).set(KEY, "moved", REVISION_TIMEOUT)
+        assert read_stamps(KEY, cache=file_cache)[KEY] == "moved" != first
+        os.fstat(unrelated.fileno())  # and whoever got the number keeps their file open
 
 
 def test_on_a_filesystem_that_is_not_known_to_be_local_every_read_opens_the_file(
     file_cache: FileBasedCache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(stamp_files, "is_local_filesystem", lambda directory: False)
+    read_stamps(KEY, cache=file_cache)
     read_stamps(KEY, cache=file_cache)
     rewrite_in_place(file_cache, KEY, "written-in-place")
     assert read_stamps(KEY, cache=file_cache)[KEY] == "written-in-place"
@@ -87,7 +126,7 @@ def test_on_a_filesystem_that_is_not_known_to_be_local_every_read_opens_the_file
 def test_threads_reading_while_the_stamp_moves_never_see_an_old_stamp_after_the_move(
     file_cache: FileBasedCache,
 ) -> None:
-    read_stamps(KEY, cache=file_cache)
+    held(file_cache)
     moved = threading.Event()
     wrong: list[str] = []
 
@@ -111,14 +150,25 @@ def test_threads_reading_while_the_stamp_moves_never_see_an_old_stamp_after_the_
     assert read_stamps(KEY, cache=file_cache)[KEY] == "final"
 
 
+def open_cache_files(cache: FileBasedCache) -> int:
+    """Descriptors this process has open on files of `cache` (whatever other threads have open elsewhere)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        count += target.startswith(cache._dir + os.sep)
+    return count
+
+
 def test_held_files_are_few_and_closed_on_release(file_cache: FileBasedCache) -> None:
-    before = len(os.listdir("/proc/self/fd"))
     for _ in range(50):
         read_stamps(KEY, "mcp_expose:other-stamp", cache=file_cache)
         FileBasedCache(file_cache._dir, {}).set(KEY, uuid.uuid4().hex, REVISION_TIMEOUT)
-    assert len(os.listdir("/proc/self/fd")) == before + 2  # one per stamp, the replaced ones closed
+    assert open_cache_files(file_cache) == 2  # one per stamp, the replaced ones closed
     stamp_files.held_stamp_files.release()
-    assert len(os.listdir("/proc/self/fd")) == before
+    assert open_cache_files(file_cache) == 0
 
 
 MOUNTINFO = """\

@@ -98,7 +98,8 @@ def test_a_batched_row_has_every_column_a_saved_row_has() -> None:
     user = User.objects.create_user("batcher")
     principal = Principal(user=user, scopes=frozenset({"mcp", "tools"}), method="api_key", api_key_prefix="mcpx_ab")
     called = CallRecord(tool_name="t.full", principal=principal, outcome="ok", tool_key="t.full", duration_ms=1.5,
-                        argument_bytes=7, result_bytes=9, depth=2, conversation_id="c-1", protocol_version="2026-07-28")
+                        argument_bytes=7, result_bytes=9, depth=2, conversation_id="c-1", protocol_version="2026-07-28",
+                        argument_keys=["message"], argument_values={"message": "hi", "nested": [1, None]})
     columns = {field.attname for field in ToolCall._meta.concrete_fields if field is not ToolCall._meta.auto_field}
     assert set(usage.row_values(called)) == columns
     usage_writer.insert_rows([usage.row_values(called)])
@@ -107,3 +108,4 @@ def test_a_batched_row_has_every_column_a_saved_row_has() -> None:
     saved = ToolCall.objects.exclude(pk=batched.pk).get(tool_name="t.full")
     assert {name: getattr(batched, name) for name in columns} == {name: getattr(saved, name) for name in columns}
     assert (batched.user_id, batched.username, batched.scopes) == (user.pk, "batcher", "mcp tools")
+    assert (batched.argument_keys, batched.argument_values) == (["message"], {"message": "hi", "nested": [1, None]})
