@@ -1,10 +1,10 @@
 """Stamps kept in Django's file cache, re-read only when their file was replaced.
 
 Every request compares two stamps. With the file cache that meant opening, reading and unpickling two
-files per request (a fifth of a small call's time). Django's file cache never rewrites a value in place:
-`set` writes a new file and renames it over the old one, and `delete`, `clear`, culling and expiry unlink
-it. So this process keeps each stamp's file open and remembers its identity (device and inode): while the
-path still names that same file, nothing has replaced it and the value read from it is current. Holding
+files per request (a fifth of a small call's time). Django's file cache writes a value by renaming a new file
+over the old one (copying into it only when a rename fails), and `delete`, `clear`, culling and expiry
+unlink it. So this process keeps each stamp's file open and remembers its identity (device, inode and change
+time): while the path still names that same, unchanged file, the value read from it is current. Holding
 the file open keeps its inode from being reused by a new file, so no change can look like "unchanged";
 checking the path (not only the held file) also catches a cache directory moved aside or reached through a
 symlink that was swapped, and overlay filesystems, where a replaced lower-layer file still looks linked.
@@ -34,12 +34,17 @@ MOUNTINFO = "/proc/self/mountinfo"
 @dataclass(frozen=True)
 class HeldStamp:
     fd: int
-    identity: tuple[int, int]  # (st_dev, st_ino) of the file read
+    identity: tuple[int, int, int]  # (st_dev, st_ino, st_ctime_ns) of the file read
     value: str
 
 
 class HeldStampFiles:
-    """The stamp files this process holds open, by path, and the values read from them."""
+    """The stamp files this process holds open, by path, and the values read from them.
+
+    The filesystem type of a cache directory is looked up once per process; a stamp past its timeout
+    (`REVISION_TIMEOUT`) is served until some process reads through and replaces it, which every process
+    then sees.
+    """
 
     def __init__(self) -> None:
         self._held: dict[str, HeldStamp] = {}
@@ -66,7 +71,7 @@ class HeldStampFiles:
                 value = read_through()
                 try:
                     named = _identity(os.stat(path)) == identity
-                except FileNotFoundError:
+                except OSError:  # gone, or the directory changing under us: read again next time
                     named = False
             except BaseException:
                 os.close(fd)
@@ -89,7 +94,8 @@ class HeldStampFiles:
     def _drop(self, path: str) -> None:
         held = self._held.pop(path)
         try:
-            if _identity(os.fstat(held.fd)) == held.identity:  # else the number now belongs to someone else
+            # The same inode (its change time moved when it was replaced), else the number is someone else's now.
+            if _identity(os.fstat(held.fd))[:2] == held.identity[:2]:
                 os.close(held.fd)
         except OSError:
             pass  # closed behind our back: nothing of ours to release
@@ -105,8 +111,10 @@ class HeldStampFiles:
         self._lock = threading.Lock()
 
 
-def _identity(status: os.stat_result) -> tuple[int, int]:
-    return status.st_dev, status.st_ino
+def _identity(status: os.stat_result) -> tuple[int, int, int]:
+    """Which file, and which version of it: the change time moves when Django copies into an existing file
+    (its fallback when a rename fails) and tells apart inode numbers a filesystem hands out again."""
+    return status.st_dev, status.st_ino, status.st_ctime_ns
 
 
 held_stamp_files = HeldStampFiles()

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -27,8 +28,8 @@ def file_cache(tmp_path: Path) -> FileBasedCache:
 
 
 def rewrite_in_place(cache: FileBasedCache, key: str, value: str) -> None:
-    """Change the stamp's bytes without replacing its file, which Django's cache never does: a read that
-    sees this value opened the file again, one that does not kept what it held."""
+    """Change the stamp's bytes without replacing its file, as Django's `file_move_safe` does when a rename
+    fails."""
     with open(cache._key_to_file(key), "r+b") as file:
         cache._write_content(file, REVISION_TIMEOUT, value)
         file.truncate()
@@ -43,11 +44,39 @@ def held(cache: FileBasedCache, key: str = KEY) -> str:
     return value
 
 
-def test_an_unchanged_stamp_is_served_from_the_held_file(file_cache: FileBasedCache) -> None:
+def test_an_unchanged_stamp_is_served_from_the_held_file_without_reading_the_cache(file_cache: FileBasedCache) -> None:
     first = held(file_cache)
+    reads: list[str] = []
+
+    def read_through() -> str:
+        reads.append("read")
+        return "read through"
+
+    assert stamp_files.held_stamp_files.read(file_cache._key_to_file(KEY), read_through) == first
+    assert reads == []
+
+
+def test_a_stamp_rewritten_in_place_is_read_again(file_cache: FileBasedCache) -> None:
+    """Django's `file_move_safe` copies into the existing file when a rename fails (a bind-mounted file, some
+    sticky directories): the same inode, new bytes."""
+    held(file_cache)
+    time.sleep(0.05)  # past the filesystem's timestamp granularity, so the change time moves
     rewrite_in_place(file_cache, KEY, "written-in-place")
-    assert file_cache.get(KEY) == "written-in-place"  # the bytes did change
-    assert read_stamps(KEY, cache=file_cache)[KEY] == first  # but the file was not replaced: held
+    assert read_stamps(KEY, cache=file_cache)[KEY] == "written-in-place"
+
+
+def test_the_file_is_opened_before_it_is_read(file_cache: FileBasedCache) -> None:
+    """A stamp moved between reading the value and holding the file must not be held with the old value."""
+    read_stamps(KEY, cache=file_cache)
+    stamp_files.held_stamp_files.release()
+
+    def racing_read() -> str:
+        value = file_cache.get(KEY)
+        FileBasedCache(file_cache._dir, {}).set(KEY, "written-after-the-read", REVISION_TIMEOUT)
+        return value
+
+    stamp_files.held_stamp_files.read(file_cache._key_to_file(KEY), racing_read)
+    assert read_stamps(KEY, cache=file_cache)[KEY] == "written-after-the-read"
 
 
 def test_a_moved_stamp_is_read_on_the_next_request(file_cache: FileBasedCache) -> None:
@@ -78,8 +107,6 @@ def test_a_lost_stamp_is_made_again_and_held_again(file_cache: FileBasedCache, l
     again = read_stamps(KEY, cache=file_cache)[KEY]
     assert again != before and file_cache.get(KEY) == again  # a new stamp, and the one every process will read
     assert held(file_cache) == again
-    rewrite_in_place(file_cache, KEY, "written-in-place")
-    assert read_stamps(KEY, cache=file_cache)[KEY] == again
 
 
 def test_a_cache_directory_moved_aside_or_swapped_behind_a_symlink_is_read_again(tmp_path: Path) -> None:
@@ -106,11 +133,30 @@ def test_a_cache_directory_moved_aside_or_swapped_behind_a_symlink_is_read_again
 
 def test_a_held_file_closed_behind_our_back_is_opened_again(file_cache: FileBasedCache) -> None:
     first = held(file_cache)
-    os.close(stamp_files.held_stamp_files._held[file_cache._key_to_file(KEY)].fd)
-    with open(os.devnull) as unrelated:  # likely takes the freed descriptor number
+    lost = stamp_files.held_stamp_files._held[file_cache._key_to_file(KEY)].fd
+    os.close(lost)
+    with open(os.devnull) as unrelated:  # takes the freed descriptor number
+        assert unrelated.fileno() == lost
         FileBasedCache(file_cache._dir, {}).set(KEY, "moved", REVISION_TIMEOUT)
         assert read_stamps(KEY, cache=file_cache)[KEY] == "moved" != first
-        os.fstat(unrelated.fileno())  # and whoever got the number keeps their file open
+        # and whoever got the number keeps their file open
+        assert os.fstat(unrelated.fileno())[:3] == os.stat(os.devnull)[:3]
+
+
+def test_a_reused_inode_number_is_not_mistaken_for_the_held_file(file_cache: FileBasedCache) -> None:
+    """If the held descriptor is closed behind our back, the old inode is freed and a new stamp file can get its
+    number: the held value must not be served for it."""
+    first = held(file_cache)
+    entry = stamp_files.held_stamp_files._held[file_cache._key_to_file(KEY)]
+    os.close(entry.fd)
+    for _ in range(200):
+        value = uuid.uuid4().hex
+        FileBasedCache(file_cache._dir, {}).set(KEY, value, REVISION_TIMEOUT)
+        if os.stat(file_cache._key_to_file(KEY)).st_ino == entry.identity[1]:
+            break
+    else:
+        raise AssertionError("the filesystem never reused the inode number; this test needs one that does (ext4)")
+    assert read_stamps(KEY, cache=file_cache)[KEY] == value != first
 
 
 def test_on_a_filesystem_that_is_not_known_to_be_local_every_read_opens_the_file(
@@ -119,6 +165,7 @@ def test_on_a_filesystem_that_is_not_known_to_be_local_every_read_opens_the_file
     monkeypatch.setattr(stamp_files, "is_local_filesystem", lambda directory: False)
     read_stamps(KEY, cache=file_cache)
     read_stamps(KEY, cache=file_cache)
+    assert stamp_files.held_stamp_files._held == {}
     rewrite_in_place(file_cache, KEY, "written-in-place")
     assert read_stamps(KEY, cache=file_cache)[KEY] == "written-in-place"
 
