@@ -34,7 +34,7 @@ def read_stamps(*keys: str, cache: Any = None) -> dict[str, str]:
 
     A fresh stamp after an eviction makes every process drop what it derived, so a change
     can never be missed because its stamp was lost. With the file cache on a local filesystem, a stamp
-    whose file has not been replaced since this process read it costs one `fstat` (`stamp_files`).
+    whose file has not changed since this process read it costs a `stat` and an `fstat` (`stamp_files`).
     """
     cache = cache if cache is not None else _cache()
     if holds_stamps(cache):

@@ -24,7 +24,7 @@ from .db import close_stale_connections
 
 logger = logging.getLogger("mcp_expose.usage")
 
-# Rows per INSERT: well under SQLite's parameter limit (19 columns each) and PostgreSQL's.
+# Rows per transaction (one `executemany`): a failed batch falls back to single rows, so keep it small.
 BATCH_SIZE = 200
 # Past this many waiting rows (the database is down or slow), calls write their own row again: they slow
 # down instead of the queue growing without bound.
