@@ -61,17 +61,27 @@ def warm_up(target: Target, seconds: int) -> None:
 
 def measure(target: Target, connections: int, seconds: int, warmup: int) -> dict[str, Any]:
     """A checked, warmed-up, measured wrk run; the numbers as one flat dict."""
-    pid = target.server.pid
     check_answers(target)
+    return watched_run(target.server, load_for(target), connections, seconds, warmup)
+
+
+def ceiling_load(server: Server, workload: Workload) -> wrk.Load:
+    """What wrk sends the raw app: any body will do (it answers every request the same), checked the same way."""
+    return wrk.Load(server.url, {"Content-Type": "application/json"}, ["{}"], workload.ok_marker)
+
+
+def watched_run(server: Server, load: wrk.Load, connections: int, seconds: int, warmup: int) -> dict[str, Any]:
+    """Warm up, then one wrk run with the server's CPU, the other load on its core and its peak RSS read from /proc."""
+    pid = server.pid
     if warmup > 0:
-        wrk.run(load_for(target), connections, warmup)
+        wrk.run(load, connections, warmup)
     peak_reset = proc.reset_peak_rss(pid)
     cpu_before, cores_before = proc.cpu_seconds(pid), proc.core_jiffies()
-    result = wrk.run(load_for(target), connections, seconds)
+    result = wrk.run(load, connections, seconds)
     cpu = proc.cpu_seconds(pid) - cpu_before
     core_busy = proc.busy_percent(cores_before, proc.core_jiffies(), int(SERVER_CPU))
-    if not target.server.alive():
-        raise RuntimeError(f"{target.server.label} died during the run:\n{target.server.log_tail()}")
+    if not server.alive():
+        raise RuntimeError(f"{server.label} died during the run:\n{server.log_tail()}")
     duration = result["duration_us"] / 1e6
     requests = int(result["requests"])
     return {

@@ -30,6 +30,7 @@ def rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         workload = WORKLOADS[result["workload"]]
         for cell in result["cells"]:
             ours, bare = summarize(cell["runs"]["ours"]), summarize(cell["runs"]["bare"])
+            ceiling = summarize(cell["runs"]["ceiling"]) if cell["runs"].get("ceiling") else None
             ratio = ours["rps"] / bare["rps"] if bare["rps"] else None
             goal, rule = target(workload, cell["era"])
             if ours["failures"] or bare["failures"]:
@@ -40,6 +41,9 @@ def rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 verdict = "met" if ratio >= goal else "missed"
             out.append({"workload": workload.name, "title": workload.title, "era": cell["era"],
                         "concurrency": cell["concurrency"], "ours": ours, "bare": bare, "ratio": ratio,
+                        "ceiling": ceiling,
+                        "ceiling_ratio": ceiling["rps"] / bare["rps"] if ceiling and not ceiling["failures"]
+                        and bare["rps"] else None,
                         "target": goal, "target_rule": rule, "verdict": verdict})
     return out
 
@@ -61,26 +65,33 @@ def _n(value: float | None, digits: int = 1) -> str:
 
 def markdown(table: list[dict[str, Any]], idle: list[dict[str, Any]]) -> str:
     lines = [
-        "| workload | era | c | ours req/s | bare req/s | ours/bare | target | | "
-        "ours p50 / p99 ms | bare p50 / p99 ms | ours CPU µs/req | bare CPU µs/req | ours peak RSS MB | bare peak RSS MB |",
-        "|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|",
+        "| workload | era | c | ours req/s | bare req/s | ours/bare | target | | ceiling req/s (/bare) | "
+        "ours p50 / p99 ms | bare p50 / p99 ms | ours CPU µs/req | bare CPU µs/req | ceiling CPU µs/req | "
+        "ours peak RSS MB | bare peak RSS MB |",
+        "|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for row in table:
         ours, bare = row["ours"], row["bare"]
         flag = " ⚠" if ours["noisy"] or bare["noisy"] else ""
         failures = f" ({ours['failures']} / {bare['failures']} failed)" if row["verdict"] == "INVALID" else ""
+        ceiling = row.get("ceiling") or {}
+        ceiling_rps = f"{_n(ceiling.get('rps'), 0)} ({_n(row.get('ceiling_ratio'), 1)}×)" if ceiling else "–"
         lines.append(
             f"| {row['title']} | {row['era']} | {row['concurrency']} | {_n(ours['rps'])} | {_n(bare['rps'])} | "
             f"{_n(row['ratio'], 2)}×{flag} | {'≥ ' + _n(row['target'], 1) + '×' if row['target'] else ''} | "
-            f"{row['verdict']}{failures} | {_n(ours['p50_ms'], 2)} / {_n(ours['p99_ms'], 2)} | "
+            f"{row['verdict']}{failures} | {ceiling_rps} | {_n(ours['p50_ms'], 2)} / {_n(ours['p99_ms'], 2)} | "
             f"{_n(bare['p50_ms'], 2)} / {_n(bare['p99_ms'], 2)} | {_n(ours['cpu_us_per_req'], 0)} | "
-            f"{_n(bare['cpu_us_per_req'], 0)} | {_n(ours['peak_rss_mb'])} | {_n(bare['peak_rss_mb'])} |"
+            f"{_n(bare['cpu_us_per_req'], 0)} | {_n(ceiling.get('cpu_us_per_req'), 0)} | "
+            f"{_n(ours['peak_rss_mb'])} | {_n(bare['peak_rss_mb'])} |"
         )
     lines += [
         "",
         f"⚠: other processes used more than {NOISY_PERCENT:.0f}% of the server core during a run of that row: "
         "suspect numbers. INVALID: some response was wrong (non-200, JSON-RPC error, isError, missing "
-        "content) or a socket failed; the ratio is not judged.",
+        "content) or a socket failed; the ratio is not judged. Ceiling: a raw ASGI app (bench/raw_app.py) under the "
+        "same uvicorn, answering every request with our server's own answer bytes: the most any server can reach "
+        "here, and in CPU per request the part of ours that is uvicorn, the kernel and the socket rather than "
+        "our application. Measured once per concurrency, shown in both eras.",
         "",
         "| idle RSS after start + warm-up | catalogs (ours / bare) | ours MB | bare MB | ours/bare | target | |",
         "|---|---|--:|--:|--:|--:|---|",

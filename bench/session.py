@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import proc
-from .measure import NOISY_PERCENT, Target, check_answers, measure, warm_up
+from . import proc, protocol
+from .measure import NOISY_PERCENT, Target, ceiling_load, check_answers, measure, warm_up, watched_run
 from .servers import ROOT, Server
 from .workloads import Workload, comparable
 
 OURS_APP = "project.asgi:application"
 BARE_APP = "bench.bare_server:app"
+RAW_APP = "bench.raw_app:app"
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ def run_workload(
         idle = {target.server.label: proc.memory_kb(target.server.pid, "VmRSS") / 1024
                 for target in next(iter(targets.values()))}
         log(f"  idle RSS after start + warm-up: ours {idle['ours']:.1f} MB, bare {idle['bare']:.1f} MB")
+        raw = _start_ceiling(workload, next(iter(targets.values()))[0], data_dir, stack)
+        ceilings: dict[int, dict[str, Any]] = {}
         cells = []
         for era, pair in targets.items():
             for connections in plan.concurrencies:
@@ -89,6 +92,11 @@ def run_workload(
                         run = measure(target, connections, plan.seconds, plan.warmup)
                         runs[target.server.label].append(run)
                         log(f"  {workload.name:8} {era} c={connections:<3} {target.server.label}: {_describe(run)}")
+                if connections not in ceilings:  # the same bytes in either era: measured once per concurrency
+                    ceilings[connections] = watched_run(raw, ceiling_load(raw, workload), connections,
+                                                        plan.seconds, plan.warmup)
+                    log(f"  {workload.name:8} c={connections:<3} raw ASGI ceiling: {_describe(ceilings[connections])}")
+                runs["ceiling"] = [ceilings[connections]]
                 cells.append({"era": era, "concurrency": connections, "runs": runs})
     return {"workload": workload.name, "title": workload.title, "ours_catalog": workload.ours_catalog,
             "bare_catalog": workload.bare_catalog, "idle_rss_mb": idle, "parity": parity, "cells": cells}
@@ -112,6 +120,18 @@ def _start_pair(
         ours_auth = "Bearer " + oauth_token(ours.url.removesuffix("/mcp"), data_dir, ours.url)
         bare_auth = "Bearer " + bare_token
     return {era: (Target(ours, workload, era, ours_auth), Target(bare, workload, era, bare_auth)) for era in plan.eras}
+
+
+def _start_ceiling(workload: Workload, ours: Target, data_dir: Path, stack: ExitStack) -> Server:
+    """The raw ASGI app (bench/raw_app.py), started (and registered for stopping) with our server's own
+    answer to the workload's first request in the first era measured."""
+    reply = protocol.post(ours.server.url, ours.bodies()[0], ours.request_headers())
+    body_path = data_dir / f"ceiling-{workload.name}.body"
+    body_path.write_bytes(reply.body)
+    raw = Server("raw", RAW_APP, {"BENCH_RAW_BODY": str(body_path), "BENCH_RAW_CONTENT_TYPE": reply.content_type}, data_dir)
+    stack.callback(raw.stop)
+    raw.start()
+    return raw
 
 
 def _compare_and_warm_up(

@@ -174,7 +174,7 @@ async def serve_listing(
         listings = sum(1 for existing in catalog.memo if isinstance(existing, tuple) and existing[:1] == ("tools/list",))
         await fallback(_capturing(send, catalog, key) if listings < MAX_VARIANTS else send)
         return False
-    await _send_json((200, b'{"jsonrpc":"2.0","id":' + request_id + b',"result":' + encoded + b"}"), send)
+    await _send_json((200, _reply(request_id, b"result", encoded)), send)
     return True
 
 
@@ -291,7 +291,7 @@ async def _answer(
             return _error(plain, exc)
         finally:
             auth_context_var.reset(token)
-    return 200, b'{"jsonrpc":"2.0","id":' + plain.id_json + b',"result":' + _encode(wire) + b"}"
+    return 200, _reply(plain.id_json, b"result", _encode(wire))
 
 
 def _declared_capabilities(meta: Mapping[str, Any]) -> types.ClientCapabilities | None:
@@ -364,7 +364,12 @@ def _error(plain: PlainRequest, exc: MCPError | ValidationError) -> tuple[int, b
     """As the SDK writes an error reply: with the HTTP status its table maps the code to."""
     error = modern_error_data(exc)
     encoded = _encode(error.model_dump(mode="json", by_alias=True, exclude_none=True))
-    return ERROR_CODE_HTTP_STATUS.get(error.code, 200), b'{"jsonrpc":"2.0","id":' + plain.id_json + b',"error":' + encoded + b"}"
+    return ERROR_CODE_HTTP_STATUS.get(error.code, 200), _reply(plain.id_json, b"error", encoded)
+
+
+def _reply(id_json: bytes, member: bytes, encoded: bytes) -> bytes:
+    """A JSON-RPC response from its encoded parts, copied once (a listing of many tools is tens of KB)."""
+    return b"".join((b'{"jsonrpc":"2.0","id":', id_json, b',"', member, b'":', encoded, b"}"))
 
 
 def _encode(value: Any) -> bytes:
