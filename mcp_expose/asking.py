@@ -263,12 +263,10 @@ def next_round_state(
 
 def claim_round(round_id: str) -> bool:
     """Use up a round (sync: the shared cache). False when it was answered before: a replayed state."""
-    from django.core.cache import caches
-
     from .conf import get_settings
+    from .shared_cache import shared_cache
 
-    conf = get_settings()
-    return bool(caches[conf.CACHE_ALIAS].add(f"mcp_expose:round:{round_id}", 1, conf.CONFIRMATION_TTL + 60))
+    return bool(shared_cache().add(f"mcp_expose:round:{round_id}", 1, get_settings().CONFIRMATION_TTL + 60))
 
 
 def read_state(state: str | None) -> dict[str, Any]:

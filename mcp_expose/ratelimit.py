@@ -11,9 +11,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from django.core.cache import caches
-
-from .conf import get_settings
+from .shared_cache import shared_cache
 
 UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
 RATE_PATTERN = re.compile(r"\s*(\d+)\s*/\s*(\d*)\s*([a-z]+?)s?\s*")
@@ -48,7 +46,7 @@ def hit(tool_key: str, caller: str, rate: tuple[int, int], now: float | None = N
     now = time.time() if now is None else now
     window = int(now // period)
     key = f"mcp_expose:rate:{tool_key}:{caller}:{period}:{window}"
-    cache = caches[get_settings().CACHE_ALIAS]
+    cache = shared_cache()
     if cache.add(key, 1, period + 1):
         count = 1
     else:

@@ -10,22 +10,17 @@ import uuid
 from functools import partial
 from typing import Any
 
-from django.core.cache import caches
 from django.core.cache.backends.dummy import DummyCache
 from django.core.cache.backends.filebased import FileBasedCache
 from django.core.cache.backends.locmem import LocMemCache
 
-from .conf import get_settings
+from .shared_cache import shared_cache
 from .stamp_files import holds_stamps, read_held
 
 REVISION_KEY = "mcp_expose:catalog-revision"
 LOCAL_CACHES = (LocMemCache, FileBasedCache, DummyCache)
 # Long enough to outlive any process; a missing stamp is recreated anyway.
 REVISION_TIMEOUT = 60 * 60 * 24 * 30
-
-
-def _cache():  # type: ignore[no-untyped-def]
-    return caches[get_settings().CACHE_ALIAS]
 
 
 def read_stamps(*keys: str, cache: Any = None) -> dict[str, str]:
@@ -36,7 +31,7 @@ def read_stamps(*keys: str, cache: Any = None) -> dict[str, str]:
     can never be missed because its stamp was lost. With the file cache on a local filesystem, a stamp
     whose file has not changed since this process read it costs a `stat` and an `fstat` (`stamp_files`).
     """
-    cache = cache if cache is not None else _cache()
+    cache = cache if cache is not None else shared_cache()
     if holds_stamps(cache):
         return {key: read_held(cache, key, partial(_read_one, cache, key)) for key in keys}
     stamps = cache.get_many(keys)
@@ -57,7 +52,7 @@ def _created(cache: Any, key: str) -> str:
 def local_stamp_cache() -> Any:
     """The stamps' cache when it answers without a network round trip (memory, or files on this machine), so
     that reading it on the event loop blocks it no longer than a thread hop would cost; else None."""
-    cache = _cache()
+    cache = shared_cache()
     return cache if isinstance(cache, LOCAL_CACHES) else None
 
 
@@ -67,7 +62,7 @@ def read_stamp(key: str) -> str:
 
 def move_stamp(key: str) -> str:
     stamp = uuid.uuid4().hex
-    _cache().set(key, stamp, REVISION_TIMEOUT)
+    shared_cache().set(key, stamp, REVISION_TIMEOUT)
     return stamp
 
 
