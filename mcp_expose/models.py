@@ -359,7 +359,8 @@ class ToolCall(models.Model):
         INTERNAL = "internal", _("internal error")
 
     created_at = models.DateTimeField(_("time"), default=timezone.now, db_index=True)
-    tool_name = models.CharField(_("tool"), max_length=64, db_index=True)
+    # Looked up through the (tool_name, created_at) index below, whose leading column it is.
+    tool_name = models.CharField(_("tool"), max_length=64)
     tool_key = models.CharField(_("capability"), max_length=200, blank=True)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
