@@ -118,12 +118,21 @@ def write_batch(records: Sequence[usage.CallRecord]) -> None:
 
 
 
+def _as_is_types() -> dict[type, type]:
+    from django.db import models
+
+    return {
+        models.CharField: str, models.TextField: str, models.FloatField: float, models.IntegerField: int,
+        models.PositiveIntegerField: int, models.PositiveSmallIntegerField: int,
+    }
+
+
 def insert_rows(rows: list[dict[str, Any]]) -> None:
     """One `executemany` of the INSERT Django compiles for one row, in one transaction: what `bulk_create`
     does, without compiling the statement again, or building a model instance, for every row (the bulk of
     its cost for small rows). `rows` are `usage.row_values`; each value goes through its field's
     `get_db_prep_save`, as a save would (`ToolCall` has no field that sets itself on save)."""
-    from django.db import connections, models, router, transaction
+    from django.db import connections, router, transaction
     from django.db.models.sql import InsertQuery
 
     from .models import ToolCall
@@ -134,11 +143,13 @@ def insert_rows(rows: list[dict[str, Any]]) -> None:
     query = InsertQuery(ToolCall)
     query.insert_values(fields, [ToolCall(**rows[0])])
     [(sql, _)] = query.get_compiler(alias).as_sql()
-    # A string for a text column goes in as it is (what `get_db_prep_save` returns for one); the rest as a save.
-    columns = [(field.attname, type(field) in (models.CharField, models.TextField), field) for field in fields]
+    # A value of exactly its column's Python type goes in as it is (what `get_db_prep_save` returns for it on
+    # every backend Django ships); the rest (dates, JSON, keys, None) as a save.
+    as_is_types = _as_is_types()
+    columns = [(field.attname, as_is_types.get(type(field)), field) for field in fields]
     values = [[
-        value if text and type(value) is str else field.get_db_prep_save(value, connection)
-        for name, text, field in columns for value in (row[name],)
+        value if type(value) is as_is else field.get_db_prep_save(value, connection)
+        for name, as_is, field in columns for value in (row[name],)
     ] for row in rows]
     with transaction.atomic(using=alias, savepoint=False), connection.cursor() as cursor:
         cursor.executemany(sql, values)
