@@ -75,7 +75,8 @@ def markdown(table: list[dict[str, Any]], idle: list[dict[str, Any]]) -> str:
         flag = " ⚠" if ours["noisy"] or bare["noisy"] else ""
         failures = f" ({ours['failures']} / {bare['failures']} failed)" if row["verdict"] == "INVALID" else ""
         ceiling = row.get("ceiling") or {}
-        ceiling_rps = f"{_n(ceiling.get('rps'), 0)} ({_n(row.get('ceiling_ratio'), 1)}×)" if ceiling else "–"
+        ceiling_rps = (f"{_n(ceiling.get('rps'), 0)} ({_n(row.get('ceiling_ratio'), 1)}×)" if ceiling else "–") + \
+            (" INVALID" if ceiling.get("failures") else "")
         lines.append(
             f"| {row['title']} | {row['era']} | {row['concurrency']} | {_n(ours['rps'])} | {_n(bare['rps'])} | "
             f"{_n(row['ratio'], 2)}×{flag} | {'≥ ' + _n(row['target'], 1) + '×' if row['target'] else ''} | "
@@ -91,7 +92,7 @@ def markdown(table: list[dict[str, Any]], idle: list[dict[str, Any]]) -> str:
         "content) or a socket failed; the ratio is not judged. Ceiling: a raw ASGI app (bench/raw_app.py) under the "
         "same uvicorn, answering every request with our server's own answer bytes: the most any server can reach "
         "here, and in CPU per request the part of ours that is uvicorn, the kernel and the socket rather than "
-        "our application. Measured once per concurrency, shown in both eras.",
+        "our application. Measured once per era and concurrency, after the rounds of ours and bare.",
         "",
         "| idle RSS after start + warm-up | catalogs (ours / bare) | ours MB | bare MB | ours/bare | target | |",
         "|---|---|--:|--:|--:|--:|---|",

@@ -81,8 +81,7 @@ def run_workload(
         idle = {target.server.label: proc.memory_kb(target.server.pid, "VmRSS") / 1024
                 for target in next(iter(targets.values()))}
         log(f"  idle RSS after start + warm-up: ours {idle['ours']:.1f} MB, bare {idle['bare']:.1f} MB")
-        raw = _start_ceiling(workload, next(iter(targets.values()))[0], data_dir, stack)
-        ceilings: dict[int, dict[str, Any]] = {}
+        raws = {era: _start_ceiling(workload, pair[0], data_dir, stack) for era, pair in targets.items()}
         cells = []
         for era, pair in targets.items():
             for connections in plan.concurrencies:
@@ -92,11 +91,10 @@ def run_workload(
                         run = measure(target, connections, plan.seconds, plan.warmup)
                         runs[target.server.label].append(run)
                         log(f"  {workload.name:8} {era} c={connections:<3} {target.server.label}: {_describe(run)}")
-                if connections not in ceilings:  # the same bytes in either era: measured once per concurrency
-                    ceilings[connections] = watched_run(raw, ceiling_load(raw, workload), connections,
-                                                        plan.seconds, plan.warmup)
-                    log(f"  {workload.name:8} c={connections:<3} raw ASGI ceiling: {_describe(ceilings[connections])}")
-                runs["ceiling"] = [ceilings[connections]]
+                raw = raws[era]
+                ceiling = watched_run(raw, ceiling_load(raw, workload), connections, plan.seconds, plan.warmup)
+                log(f"  {workload.name:8} {era} c={connections:<3} raw ASGI ceiling: {_describe(ceiling)}")
+                runs["ceiling"] = [ceiling]
                 cells.append({"era": era, "concurrency": connections, "runs": runs})
     return {"workload": workload.name, "title": workload.title, "ours_catalog": workload.ours_catalog,
             "bare_catalog": workload.bare_catalog, "idle_rss_mb": idle, "parity": parity, "cells": cells}
@@ -124,9 +122,9 @@ def _start_pair(
 
 def _start_ceiling(workload: Workload, ours: Target, data_dir: Path, stack: ExitStack) -> Server:
     """The raw ASGI app (bench/raw_app.py), started (and registered for stopping) with our server's own
-    answer to the workload's first request in the first era measured."""
+    answer to the workload's first request in `ours`'s era (JSON in 2026-07-28, SSE in 2025-11-25)."""
     reply = protocol.post(ours.server.url, ours.bodies()[0], ours.request_headers())
-    body_path = data_dir / f"ceiling-{workload.name}.body"
+    body_path = data_dir / f"ceiling-{workload.name}-{ours.era}.body"
     body_path.write_bytes(reply.body)
     raw = Server("raw", RAW_APP, {"BENCH_RAW_BODY": str(body_path), "BENCH_RAW_CONTENT_TYPE": reply.content_type}, data_dir)
     stack.callback(raw.stop)

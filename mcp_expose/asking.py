@@ -264,9 +264,9 @@ def next_round_state(
 def claim_round(round_id: str) -> bool:
     """Use up a round (sync: the shared cache). False when it was answered before: a replayed state."""
     from .conf import get_settings
-    from .shared_cache import shared_cache
+    from .process_cache import process_cache
 
-    return bool(shared_cache().add(f"mcp_expose:round:{round_id}", 1, get_settings().CONFIRMATION_TTL + 60))
+    return bool(process_cache().add(f"mcp_expose:round:{round_id}", 1, get_settings().CONFIRMATION_TTL + 60))
 
 
 def read_state(state: str | None) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from .shared_cache import shared_cache
+from .process_cache import process_cache
 
 UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
 RATE_PATTERN = re.compile(r"\s*(\d+)\s*/\s*(\d*)\s*([a-z]+?)s?\s*")
@@ -46,7 +46,7 @@ def hit(tool_key: str, caller: str, rate: tuple[int, int], now: float | None = N
     now = time.time() if now is None else now
     window = int(now // period)
     key = f"mcp_expose:rate:{tool_key}:{caller}:{period}:{window}"
-    cache = shared_cache()
+    cache = process_cache()
     if cache.add(key, 1, period + 1):
         count = 1
     else:

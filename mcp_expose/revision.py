@@ -14,7 +14,7 @@ from django.core.cache.backends.dummy import DummyCache
 from django.core.cache.backends.filebased import FileBasedCache
 from django.core.cache.backends.locmem import LocMemCache
 
-from .shared_cache import shared_cache
+from .process_cache import process_cache
 from .stamp_files import holds_stamps, read_held
 
 REVISION_KEY = "mcp_expose:catalog-revision"
@@ -31,7 +31,7 @@ def read_stamps(*keys: str, cache: Any = None) -> dict[str, str]:
     can never be missed because its stamp was lost. With the file cache on a local filesystem, a stamp
     whose file has not changed since this process read it costs a `stat` and an `fstat` (`stamp_files`).
     """
-    cache = cache if cache is not None else shared_cache()
+    cache = cache if cache is not None else process_cache()
     if holds_stamps(cache):
         return {key: read_held(cache, key, partial(_read_one, cache, key)) for key in keys}
     stamps = cache.get_many(keys)
@@ -52,7 +52,7 @@ def _created(cache: Any, key: str) -> str:
 def local_stamp_cache() -> Any:
     """The stamps' cache when it answers without a network round trip (memory, or files on this machine), so
     that reading it on the event loop blocks it no longer than a thread hop would cost; else None."""
-    cache = shared_cache()
+    cache = process_cache()
     return cache if isinstance(cache, LOCAL_CACHES) else None
 
 
@@ -62,7 +62,7 @@ def read_stamp(key: str) -> str:
 
 def move_stamp(key: str) -> str:
     stamp = uuid.uuid4().hex
-    shared_cache().set(key, stamp, REVISION_TIMEOUT)
+    process_cache().set(key, stamp, REVISION_TIMEOUT)
     return stamp
 
 

@@ -13,7 +13,7 @@ import anyio
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from .shared_cache import shared_cache
+from .process_cache import process_cache
 
 DENIALS = frozenset({"permission_denied", "rate_limited", "declined", "unknown_tool"})
 NOT_ERRORS = frozenset({"ok", "confirmation_required"}) | DENIALS
@@ -79,7 +79,7 @@ def listing_hour() -> str:
 
 def count_list_call(count: int = 1, hour: str | None = None) -> None:
     """Add `count` tools/list calls to an hour's cache counter (listing is too frequent for a row each)."""
-    cache = shared_cache()
+    cache = process_cache()
     key = LIST_COUNTER_KEY.format(hour=hour or listing_hour())
     if not cache.add(key, count, 8 * 86400):
         try:
@@ -131,7 +131,7 @@ class ListingTally:
 
 
 def list_calls(window: timedelta) -> int:
-    cache = shared_cache()
+    cache = process_cache()
     now = timezone.now()
     hours = int(window.total_seconds() // 3600)
     keys = [LIST_COUNTER_KEY.format(hour=(now - timedelta(hours=h)).strftime("%Y%m%d%H")) for h in range(hours)]

@@ -118,20 +118,11 @@ def write_batch(records: Sequence[usage.CallRecord]) -> None:
 
 
 
-def _as_is_types() -> dict[type, type]:
-    from django.db import models
-
-    return {
-        models.CharField: str, models.TextField: str, models.FloatField: float, models.IntegerField: int,
-        models.PositiveIntegerField: int, models.PositiveSmallIntegerField: int,
-    }
-
-
 def insert_rows(rows: list[dict[str, Any]]) -> None:
     """One `executemany` of the INSERT Django compiles for one row, in one transaction: what `bulk_create`
     does, without compiling the statement again, or building a model instance, for every row (the bulk of
-    its cost for small rows). `rows` are `usage.row_values`; each value goes through its field's
-    `get_db_prep_save`, as a save would (`ToolCall` has no field that sets itself on save)."""
+    its cost for small rows). `rows` are `usage.row_values`, prepared by `prepared_values` as a save would
+    prepare them (`ToolCall` has no field that sets itself on save)."""
     from django.db import connections, router, transaction
     from django.db.models.sql import InsertQuery
 
@@ -143,16 +134,23 @@ def insert_rows(rows: list[dict[str, Any]]) -> None:
     query = InsertQuery(ToolCall)
     query.insert_values(fields, [ToolCall(**rows[0])])
     [(sql, _)] = query.get_compiler(alias).as_sql()
-    # A value of exactly its column's Python type goes in as it is (what `get_db_prep_save` returns for it on
-    # every backend Django ships); the rest (dates, JSON, keys, None) as a save.
-    as_is_types = _as_is_types()
-    columns = [(field.attname, as_is_types.get(type(field)), field) for field in fields]
-    values = [[
-        value if type(value) is as_is else field.get_db_prep_save(value, connection)
-        for name, as_is, field in columns for value in (row[name],)
-    ] for row in rows]
+    values = prepared_values(rows, fields, connection)
     with transaction.atomic(using=alias, savepoint=False), connection.cursor() as cursor:
         cursor.executemany(sql, values)
+
+
+def prepared_values(rows: list[dict[str, Any]], fields: list[Any], connection: Any) -> list[list[Any]]:
+    """Each row's parameters, in `fields` order: what each field's `get_db_prep_save` returns, without calling
+    it for a string in a text column or a float in a float column (it returns them as they are on every
+    backend Django ships; not integers: psycopg 3 wraps those in its Int2/Int4 types)."""
+    from django.db import models
+
+    as_is = {models.CharField: str, models.TextField: str, models.FloatField: float}
+    columns = [(field.attname, as_is.get(type(field)), field) for field in fields]
+    return [[
+        value if kind is not None and type(value) is kind else field.get_db_prep_save(value, connection)
+        for name, kind, field in columns for value in (row[name],)
+    ] for row in rows]
 
 
 writer: UsageWriter | None = None

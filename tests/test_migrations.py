@@ -1,6 +1,11 @@
-"""Migrations that change the database in ways the model state does not show."""
+"""Migrations that change the database in ways the model state does not show: here, 0008 dropping Django's
+single-column index on the usage log's tool name, by name, on SQLite and on PostgreSQL, both ways."""
 
 from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -8,28 +13,77 @@ from django.db.migrations.executor import MigrationExecutor
 
 from mcp_expose.models import ToolCall
 
-BEFORE = ("mcp_expose", "0007_toolcall_input_required")
-DROPPED = ("mcp_expose", "0008_toolcall_tool_name_index_is_the_composite")
+from .live import manage
+
+BEFORE = "0007_toolcall_input_required"
+DROPPED = "0008_toolcall_tool_name_index_is_the_composite"
+TABLE = ToolCall._meta.db_table
+DJANGO_INDEX = "mcp_expose_toolcall_tool_name_527703f6"  # what Django named it in 0003, on every backend
+PROJECT_INDEX = "project_tool_name_search"
 
 
-def _indexes_leading_with_tool_name() -> list[tuple[str, ...]]:
-    with connection.cursor() as cursor:
-        constraints = connection.introspection.get_constraints(cursor, ToolCall._meta.db_table)
-    return sorted(tuple(details["columns"]) for details in constraints.values()
-                  if details["index"] and details["columns"][:1] == ["tool_name"])
-
-
-def _migrate(target: tuple[str, str]) -> None:
-    executor = MigrationExecutor(connection)
-    executor.migrate([target])
+def _check_both_ways(indexes: Callable[[], set[str]], migrate: Callable[[str], None], execute: Callable[[str], None],
+                     django_indexes: set[str]) -> None:
+    """Down restores Django's indexes, up drops exactly them; an index already gone, already back, or a
+    project's own on the same column changes nothing."""
+    composite = indexes() - django_indexes
+    assert not django_indexes & indexes()
+    migrate(BEFORE)
+    assert indexes() == composite | django_indexes
+    execute(f"CREATE INDEX {PROJECT_INDEX} ON {TABLE} (tool_name)")
+    execute(f"DROP INDEX {DJANGO_INDEX}")  # gone before the migration runs
+    migrate(DROPPED)
+    assert indexes() == composite | {PROJECT_INDEX}
+    execute(f"CREATE INDEX {DJANGO_INDEX} ON {TABLE} (tool_name)")  # back before the migration is reversed
+    migrate(BEFORE)
+    assert indexes() == composite | django_indexes | {PROJECT_INDEX}
+    execute(f"DROP INDEX {PROJECT_INDEX}")
+    migrate(DROPPED)
+    assert indexes() == composite
 
 
 @pytest.mark.django_db(transaction=True)
-def test_usage_rows_keep_one_index_leading_with_the_tool_name_both_ways() -> None:
+def test_sqlite_drops_and_restores_only_djangos_tool_name_index() -> None:
     ToolCall.objects.create(tool_name="library.echo", auth_method="api_key", outcome="ok", duration_ms=1.0)
-    assert _indexes_leading_with_tool_name() == [("tool_name", "created_at")]
-    _migrate(BEFORE)
-    assert _indexes_leading_with_tool_name() == [("tool_name",), ("tool_name", "created_at")]
-    _migrate(DROPPED)
-    assert _indexes_leading_with_tool_name() == [("tool_name", "created_at")]
-    assert ToolCall.objects.filter(tool_name="library.echo").count() == 1
+
+    def indexes() -> set[str]:
+        with connection.cursor() as cursor:
+            constraints = connection.introspection.get_constraints(cursor, TABLE)
+        return {name for name, details in constraints.items() if details["index"] and "tool_name" in details["columns"]}
+
+    def migrate(name: str) -> None:
+        MigrationExecutor(connection).migrate([("mcp_expose", name)])
+
+    def execute(sql: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+
+    try:
+        _check_both_ways(indexes, migrate, execute, {DJANGO_INDEX})
+    finally:
+        migrate(DROPPED)
+    assert ToolCall.objects.filter(tool_name="library.echo").count() == 1  # no row lost on the way
+
+
+@pytest.mark.scale
+def test_postgresql_drops_and_restores_the_index_and_its_like_twin(tmp_path: Path) -> None:
+    import psycopg
+
+    name = f"mcp_migrations_{secrets.token_hex(4)}"
+    env = {"DJANGO_SETTINGS_MODULE": "tests.settings_scale", "MCP_SCALE_DB": name}
+    admin = psycopg.connect(host="127.0.0.1", user="mcp", password="mcp", dbname="postgres", autocommit=True)
+    admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        manage(tmp_path, "migrate", "--noinput", env=env)
+        with psycopg.connect(host="127.0.0.1", user="mcp", password="mcp", dbname=name, autocommit=True) as database:
+
+            def indexes() -> set[str]:
+                rows = database.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexdef LIKE %s",
+                                        (TABLE, "%tool_name%")).fetchall()
+                return {row[0] for row in rows}
+
+            _check_both_ways(indexes, lambda target: manage(tmp_path, "migrate", "mcp_expose", target, env=env),
+                             lambda sql: database.execute(sql), {DJANGO_INDEX, f"{DJANGO_INDEX}_like"})
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()

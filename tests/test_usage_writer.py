@@ -109,3 +109,18 @@ def test_a_batched_row_has_every_column_a_saved_row_has() -> None:
     assert {name: getattr(batched, name) for name in columns} == {name: getattr(saved, name) for name in columns}
     assert (batched.user_id, batched.username, batched.scopes) == (user.pk, "batcher", "mcp tools")
     assert (batched.argument_keys, batched.argument_values) == (["message"], {"message": "hi", "nested": [1, None]})
+
+
+def test_prepared_values_are_what_a_save_prepares_value_for_value_and_type() -> None:
+    """Values passed as they are must be exactly what `get_db_prep_save` would give the database driver."""
+    from django.db import connection
+
+    user = User.objects.create_user("preparer")
+    principal = Principal(user=user, scopes=frozenset({"mcp"}), method="api_key", api_key_prefix="mcpx_cd")
+    called = CallRecord(tool_name="t.prep", principal=principal, outcome="ok", duration_ms=2.25, argument_bytes=3,
+                        result_bytes=4, argument_keys=["a"], argument_values={"a": 1.5}, protocol_version="2026-07-28")
+    fields = [field for field in ToolCall._meta.concrete_fields if field is not ToolCall._meta.auto_field]
+    row = usage.row_values(called)
+    [prepared] = usage_writer.prepared_values([row], fields, connection)
+    expected = [field.get_db_prep_save(row[field.attname], connection) for field in fields]
+    assert [(type(value), value) for value in prepared] == [(type(value), value) for value in expected]
