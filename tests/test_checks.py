@@ -10,7 +10,7 @@ SHARED_CACHE = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCa
 
 
 @pytest.fixture(autouse=True)
-def process_cache():  # type: ignore[no-untyped-def]
+def shared_cache():  # type: ignore[no-untyped-def]
     """Settings checks run against a cross-process cache unless a test says otherwise."""
     with override_settings(CACHES=SHARED_CACHE):
         yield
