@@ -75,8 +75,10 @@ def markdown(table: list[dict[str, Any]], idle: list[dict[str, Any]]) -> str:
         flag = " ⚠" if ours["noisy"] or bare["noisy"] else ""
         failures = f" ({ours['failures']} / {bare['failures']} failed)" if row["verdict"] == "INVALID" else ""
         ceiling = row.get("ceiling") or {}
-        ceiling_rps = (f"{_n(ceiling.get('rps'), 0)} ({_n(row.get('ceiling_ratio'), 1)}×)" if ceiling else "–") + \
-            (" INVALID" if ceiling.get("failures") else "")
+        ceiling_rps = "–"
+        if ceiling:
+            invalid = " INVALID" if ceiling["failures"] else ""
+            ceiling_rps = f"{_n(ceiling['rps'], 0)} ({_n(row.get('ceiling_ratio'), 1)}×){invalid}"
         lines.append(
             f"| {row['title']} | {row['era']} | {row['concurrency']} | {_n(ours['rps'])} | {_n(bare['rps'])} | "
             f"{_n(row['ratio'], 2)}×{flag} | {'≥ ' + _n(row['target'], 1) + '×' if row['target'] else ''} | "

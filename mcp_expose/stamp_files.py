@@ -133,9 +133,9 @@ def read_held(cache: FileBasedCache, key: str, read_through: Callable[[], str]) 
 
 
 def _stamp_path(cache: FileBasedCache, key: str) -> str:
-    """The file of `key` (Django's `_key_to_file`), worked out once per cache configuration and key: Django's
-    caches are per thread, but every instance with the same location, prefix, version and key function
-    names the same file."""
+    """The file of `key` (Django's `_key_to_file`), worked out once per cache configuration and key, not per
+    instance: requests share `process_cache()`'s, but a caller may pass its own, and every instance with the
+    same location, prefix, version and key function names the same file."""
     configuration = (cache._dir, cache.key_prefix, cache.version, cache.key_func, key)
     path = _paths.get(configuration)
     if path is None:
