@@ -20,7 +20,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from .catalog import provider
-from .models import ApiKey, Confirmation, ExposedTool, PromptTemplate, ToolCall
+from .models import ApiKey, Confirmation, CredentialLeak, ExposedTool, PromptTemplate, ToolCall
 from .registry import Capability, registry
 from .schema import thaw
 
@@ -275,7 +275,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     search_fields = ["name", "prefix", "user__username", "scopes"]
     raw_id_fields = ["user"]
     actions = ["revoke_selected"]
-    readonly_fields = ["prefix", "revoked_at", "last_used_at", "created_at"]
+    readonly_fields = ["prefix", "revoked_at", "revoked_reason", "last_used_at", "created_at"]
     created_template = "admin/mcp_expose/apikey/created.html"
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
@@ -283,7 +283,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
             # Only a superuser may create a key that acts as someone else.
             owner = ["user"] if request.user.is_superuser else []
             return ["name", *owner, "scopes", "expires_at"]
-        return ["name", "user", "prefix", "scopes", "expires_at", "revoked_at", "last_used_at", "created_at"]
+        return ["name", "user", "prefix", "scopes", "expires_at", "revoked_at", "revoked_reason", "last_used_at",
+                "created_at"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         # A key's owner never changes: moving a key would hand its holder another user's rights.
@@ -328,8 +329,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         revoked = 0
         for key in queryset.filter(revoked_at__isnull=True):
-            key.revoke()
-            self.log_change(request, key, [{"changed": {"fields": ["revoked_at"]}}])
+            key.revoke(reason=str(_("Revoked in the admin.")))
+            self.log_change(request, key, [{"changed": {"fields": ["revoked_at", "revoked_reason"]}}])
             revoked += 1
         self.message_user(
             request,
@@ -387,6 +388,14 @@ class ToolCallAdmin(ReadOnlyAdmin):
         context = {**self.admin_site.each_context(request), "opts": self.opts, "title": _("Tool usage"),
                    "report": report, "series": series}
         return TemplateResponse(request, "admin/mcp_expose/toolcall/summary.html", context)
+
+
+@admin.register(CredentialLeak)
+class CredentialLeakAdmin(ReadOnlyAdmin):
+    list_display = ["revoked_at", "kind", "identifier", "user", "client_id", "reason"]
+    list_filter = ["kind", "revoked_at"]
+    search_fields = ["identifier", "user__username", "client_id"]
+    date_hierarchy = "revoked_at"
 
 
 @admin.register(Confirmation)

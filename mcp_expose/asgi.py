@@ -56,6 +56,7 @@ from .sessions import RecentEvents, SessionManager, SessionMemory
 from .stepup import may_be_tool_call, missing_scopes, tool_call_name
 
 logger = logging.getLogger("mcp_expose.asgi")
+QueryPairs = tuple[tuple[str, str], ...]
 # How soon a 2025-11-25 client reconnects to a stream the server closed (SSE `retry`), in milliseconds.
 LEGACY_RETRY_MS = 500
 
@@ -179,14 +180,14 @@ class McpExposeASGI:
             await _json_error(refusal.status, refusal.error, refusal.description)(scope, receive, send)
             return
         resource = resource_uri(scheme, headers)
-        query_keys = frozenset(key for key, _ in parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        query = tuple(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         # Not thread_sensitive: outside Django's handler that would put every request on one global thread.
         # With a stamp cache on this machine the stamps are read here, and the hop is taken only when needed.
         cache = local_stamp_cache()
         stamps = read_stamps(REVISION_KEY, CREDENTIALS_KEY, cache=cache) if cache is not None else None
-        resolved = self._authenticate_in_loop(headers, query_keys, resource, stamps) if stamps is not None else None
+        resolved = self._authenticate_in_loop(headers, query, resource, stamps) if stamps is not None else None
         if resolved is None:
-            resolved = await self._authenticate_in_thread(headers, query_keys, resource, stamps)
+            resolved = await self._authenticate_in_thread(headers, query, resource, stamps)
         result, catalog = resolved
         if isinstance(result, AuthFailure):
             await _challenge(result, resource)(scope, receive, send)
@@ -255,7 +256,7 @@ class McpExposeASGI:
         await JSONResponse(document, headers={**cors, "Cache-Control": "public, max-age=3600"})(scope, receive, send)
 
     def _authenticate_in_loop(
-        self, headers: Mapping[str, str], query_keys: frozenset[str], resource: str, stamps: Mapping[str, str]
+        self, headers: Mapping[str, str], query: QueryPairs, resource: str, stamps: Mapping[str, str]
     ) -> tuple[Principal | AuthFailure, Catalog | None] | None:
         """`_authenticate`'s answer without the thread hop, from stamps already read (from a cache on this
         machine), when it needs no database: this process has compiled the catalog of the current revision and
@@ -263,19 +264,19 @@ class McpExposeASGI:
         catalog = self.provider.peek()
         if catalog is None or catalog.revision != stamps[REVISION_KEY]:
             return None
-        result = authenticate_known(headers, query_keys, resource, stamps[CREDENTIALS_KEY])
+        result = authenticate_known(headers, query, resource, stamps[CREDENTIALS_KEY])
         if result is None:
             return None
         return result, (None if isinstance(result, AuthFailure) else catalog)
 
     def _authenticate(
-        self, headers: Mapping[str, str], query_keys: frozenset[str], resource: str,
+        self, headers: Mapping[str, str], query: QueryPairs, resource: str,
         stamps: Mapping[str, str] | None = None,
     ) -> tuple[Principal | AuthFailure, Catalog | None]:
         """One thread hop, and one cache round trip for both stamps (unless already read), for everything a
         request needs from the database and cache."""
         stamps = stamps if stamps is not None else read_stamps(REVISION_KEY, CREDENTIALS_KEY)
-        result = authenticate(headers, query_keys, resource, credentials_stamp=stamps[CREDENTIALS_KEY])
+        result = authenticate(headers, query, resource, credentials_stamp=stamps[CREDENTIALS_KEY])
         if isinstance(result, AuthFailure):
             return result, None
         return result, self.provider.get_sync(stamps[REVISION_KEY])

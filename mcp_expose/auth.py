@@ -7,7 +7,7 @@ only a key's public prefix is ever mentioned.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -16,6 +16,7 @@ from django.utils import timezone
 from .conf import get_settings
 from .credential_cache import cache as credential_cache
 from .credential_cache import credentials_revision
+from .credential_leaks import UrlCredential, revoke_leaked, url_credential
 from .db import tidies_connections
 from .principal import Principal, anonymous_principal, principal_for_user
 from .scopes import expand_scopes
@@ -36,44 +37,62 @@ MISSING = AuthFailure(None, "Authentication required. Send 'Authorization: Beare
 INVALID_TOKEN = AuthFailure("invalid_token", "The credentials are invalid, expired or revoked.")
 # Another scheme (Basic, ...) is no Bearer credential at all: a plain challenge, as with none (RFC 6750 §3.1).
 WRONG_SCHEME = AuthFailure(None, "Use the Bearer authorization scheme: 'Authorization: Bearer <API key or access token>'.")
+# Refused whatever else the request carries (RFC 6750 §2.3 allows the query parameter; the MCP spec does not).
 TOKEN_IN_URL = AuthFailure(
     "invalid_request", "Send credentials in the Authorization header, never in the URL.", status=400
 )
-
-# RFC 6750 §2.3 names the query parameter; refusing it keeps tokens out of access logs and browser history.
-URL_TOKEN_PARAMETERS = frozenset({"access_token", "api_key"})
+LEAKED_IN_URL = AuthFailure(
+    "invalid_request",
+    "The credential sent in the URL has been revoked: URLs are written to logs, so it must be treated as leaked. "
+    "Get a new one and send it in the Authorization header only.",
+    status=400,
+)
 
 
 def authenticate(
-    headers: Mapping[str, str], query_keys: frozenset[str] = frozenset(), resource: str | None = None,
+    headers: Mapping[str, str], query: Iterable[tuple[str, str]] = (), resource: str | None = None,
     credentials_stamp: str | None = None,
 ) -> Principal | AuthFailure:
     """The caller behind `headers` (lower-cased names). Sync: touches the database.
 
     A bearer shaped like one of our API keys is checked as an API key; anything
-    else as an OAuth access token issued for `resource`.
+    else as an OAuth access token issued for `resource`. A credential in the
+    `query` (name, value) pairs is refused, and revoked if it authenticates.
     """
-    presented = _presented(headers, query_keys)
+    in_url = url_credential(query)
+    if in_url is not None:
+        return _refuse_url_credential(in_url, resource)
+    presented = _presented(headers)
     if not isinstance(presented, str):
         return presented
     return _authenticate_bearer(presented, resource, credentials_stamp)
 
 
 def authenticate_known(
-    headers: Mapping[str, str], query_keys: frozenset[str], resource: str | None, credentials_stamp: str
+    headers: Mapping[str, str], query: Iterable[tuple[str, str]], resource: str | None, credentials_stamp: str
 ) -> Principal | AuthFailure | None:
     """`authenticate`'s answer when it needs no database (no credential, a malformed one, or one this
-    process knows under `credentials_stamp`); None when it does."""
-    presented = _presented(headers, query_keys)
+    process knows under `credentials_stamp`); None when it does (always for a credential in the URL, which
+    may have to be revoked)."""
+    if url_credential(query) is not None:
+        return None
+    presented = _presented(headers)
     if not isinstance(presented, str):
         return presented
     return credential_cache.get(presented, resource, credentials_stamp)
 
 
-def _presented(headers: Mapping[str, str], query_keys: frozenset[str]) -> Principal | AuthFailure | str:
+@tidies_connections
+def _refuse_url_credential(in_url: UrlCredential, resource: str | None) -> AuthFailure:
+    """Looked up by hash like any bearer, without counting as a use; revoked only if it authenticates."""
+    found = _look_up_bearer(in_url.value, resource, record_use=False)
+    if isinstance(found, Principal) and revoke_leaked(found):
+        return LEAKED_IN_URL
+    return TOKEN_IN_URL
+
+
+def _presented(headers: Mapping[str, str]) -> Principal | AuthFailure | str:
     """The bearer credential presented, or what to answer without one (anonymous, or why not)."""
-    if query_keys & URL_TOKEN_PARAMETERS:
-        return TOKEN_IN_URL
     authorization = headers.get("authorization")
     if not authorization:
         conf = get_settings()
@@ -102,19 +121,19 @@ def _authenticate_bearer(token: str, resource: str | None, stamp: str | None) ->
     return result
 
 
-def _look_up_bearer(token: str, resource: str | None) -> Principal | AuthFailure:
+def _look_up_bearer(token: str, resource: str | None, *, record_use: bool = True) -> Principal | AuthFailure:
     from django.apps import apps
 
     from .models import ApiKey
 
     if ApiKey.prefix_of(token) is not None or resource is None or not apps.is_installed("oauth2_provider"):
-        return authenticate_api_key(token)
+        return authenticate_api_key(token, record_use=record_use)
     from .oauth.verifier import authenticate_access_token
 
     return authenticate_access_token(token, resource)
 
 
-def authenticate_api_key(secret: str) -> Principal | AuthFailure:
+def authenticate_api_key(secret: str, *, record_use: bool = True) -> Principal | AuthFailure:
     from .models import ApiKey
 
     prefix = ApiKey.prefix_of(secret)
@@ -127,7 +146,8 @@ def authenticate_api_key(secret: str) -> Principal | AuthFailure:
     if not key.is_usable:
         logger.info("Refused API key %s: revoked, expired or its user is inactive", prefix)
         return INVALID_TOKEN
-    _touch(key)
+    if record_use:
+        _touch(key)
     return principal_for_user(
         key.user, expand_scopes(key.scope_set), "api_key", api_key_id=key.pk, api_key_prefix=key.prefix, credential=key
     )

@@ -226,6 +226,7 @@ class ApiKey(models.Model):
     )
     expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
     revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True, editable=False)
+    revoked_reason = models.CharField(_("why revoked"), max_length=200, blank=True, editable=False)
     last_used_at = models.DateTimeField(_("last used"), null=True, blank=True, editable=False)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
@@ -274,10 +275,11 @@ class ApiKey(models.Model):
             and bool(getattr(self.user, "is_active", False))
         )
 
-    def revoke(self) -> None:
+    def revoke(self, reason: str = "") -> None:
         if self.revoked_at is None:
             self.revoked_at = timezone.now()
-            self.save(update_fields=["revoked_at"])
+            self.revoked_reason = reason
+            self.save(update_fields=["revoked_at", "revoked_reason"])
 
     @staticmethod
     def prefix_of(secret: str) -> str | None:
@@ -286,6 +288,38 @@ class ApiKey(models.Model):
         if len(parts) != 3 or parts[0] != API_KEY_PREFIX or len(parts[1]) != 8:
             return None
         return parts[1]
+
+
+class CredentialLeak(models.Model):
+    """A credential revoked because it was seen where secrets get copied (a URL), kept for the audit.
+
+    Names the credential by what is not secret (an API key's prefix, an access token's row and client), so that
+    an administrator can tell whose it was and why it stopped working.
+    """
+
+    class Kind(models.TextChoices):
+        API_KEY = "api_key", _("API key")
+        ACCESS_TOKEN = "access_token", _("OAuth access token")
+
+    kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices)
+    identifier = models.CharField(
+        _("credential"), max_length=64, help_text=_("The API key's prefix, or the access token's number; never the secret.")
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        verbose_name=_("user"),
+    )
+    client_id = models.CharField(_("OAuth client"), max_length=255, blank=True)
+    reason = models.CharField(_("why revoked"), max_length=200)
+    revoked_at = models.DateTimeField(_("revoked"), default=timezone.now, db_index=True)
+
+    class Meta:
+        verbose_name = _("leaked credential")
+        verbose_name_plural = _("leaked credentials")
+        ordering = ["-revoked_at"]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.identifier}"
 
 
 class Confirmation(models.Model):

@@ -137,9 +137,24 @@ OAUTH2_PROVIDER = oauth2_provider_settings(
     default_scopes=["mcp"],
 )
 
+# uvicorn's access log as uvicorn configures it, with query strings left out of every request line: a credential
+# sent in a URL is revoked, and must not survive in the log either. Its level is still uvicorn's --log-level.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"mcp_expose": {"handlers": ["console"], "level": os.environ.get("MCP_EXPOSE_LOG_LEVEL", "INFO")}},
+    "filters": {"strip_query_strings": {"()": "mcp_expose.access_log.StripQueryStrings"}},
+    "formatters": {
+        "access": {
+            "()": "uvicorn.logging.AccessFormatter",
+            "fmt": '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s',
+        },
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler"},
+        "access": {"class": "logging.StreamHandler", "formatter": "access", "stream": "ext://sys.stdout"},
+    },
+    "loggers": {
+        "mcp_expose": {"handlers": ["console"], "level": os.environ.get("MCP_EXPOSE_LOG_LEVEL", "INFO")},
+        "uvicorn.access": {"handlers": ["access"], "filters": ["strip_query_strings"], "propagate": False},
+    },
 }

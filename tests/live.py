@@ -101,15 +101,18 @@ def _wait_until_serving(server: LiveServer, timeout: float = 30.0) -> None:
     raise AssertionError(f"The server did not start within {timeout}s:\n{server.log()}")
 
 
-def start_server(data_dir: Path, *, port: int | None = None, lifespan: str = "on", **env: str) -> LiveServer:
-    """Start uvicorn serving the demo and wait until it answers; stop it with `stop_server`."""
+def start_server(
+    data_dir: Path, *, port: int | None = None, lifespan: str = "on", log_level: str = "warning", **env: str
+) -> LiveServer:
+    """Start uvicorn serving the demo and wait until it answers; stop it with `stop_server`. At `log_level`
+    "info" uvicorn writes its access log (through the demo's LOGGING)."""
     port = port or free_port()
     log_path = data_dir / f"server-{port}-{time.monotonic_ns()}.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [
                 sys.executable, "-m", "uvicorn", "project.asgi:application",
-                "--host", "127.0.0.1", "--port", str(port), "--lifespan", lifespan, "--log-level", "warning",
+                "--host", "127.0.0.1", "--port", str(port), "--lifespan", lifespan, "--log-level", log_level,
             ],
             env=demo_env(data_dir, **env),
             cwd=ROOT,
@@ -135,8 +138,8 @@ def stop_server(server: LiveServer) -> None:
 
 
 @contextmanager
-def run_server(data_dir: Path, *, lifespan: str = "on", **env: str) -> Iterator[LiveServer]:
-    server = start_server(data_dir, lifespan=lifespan, **env)
+def run_server(data_dir: Path, *, lifespan: str = "on", log_level: str = "warning", **env: str) -> Iterator[LiveServer]:
+    server = start_server(data_dir, lifespan=lifespan, log_level=log_level, **env)
     try:
         yield server
     finally:

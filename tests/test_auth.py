@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from mcp_expose.auth import (
     INVALID_TOKEN,
+    LEAKED_IN_URL,
     MISSING,
     TOKEN_IN_URL,
     WRONG_SCHEME,
@@ -17,7 +18,9 @@ from mcp_expose.auth import (
     authenticate,
     credential_cache,
 )
-from mcp_expose.models import ApiKey, hash_api_key
+from mcp_expose.credential_cache import credentials_revision
+from mcp_expose.credential_leaks import LEAK_REASON
+from mcp_expose.models import ApiKey, CredentialLeak, hash_api_key
 from mcp_expose.principal import Principal
 
 pytestmark = pytest.mark.django_db
@@ -85,8 +88,63 @@ def test_revoked_expired_and_inactive_are_refused(user: User, spoil: str) -> Non
 
 
 def test_tokens_in_the_query_string_are_refused_even_with_a_header(user: User) -> None:
-    _, secret = ApiKey.create_key(user=user, name="agent")
-    assert authenticate(bearer(secret), frozenset({"access_token"})) == TOKEN_IN_URL
+    key, secret = ApiKey.create_key(user=user, name="agent")
+    assert authenticate(bearer(secret), [("access_token", "not-a-token")]) == TOKEN_IN_URL
+    # Only what came in the URL is leaked: the header's key goes on working.
+    assert isinstance(authenticate(bearer(secret)), Principal)
+    assert not CredentialLeak.objects.exists()
+
+
+@pytest.mark.parametrize("parameter", ["api_key", "access_token", "key", "anything"])
+def test_a_key_in_the_query_string_is_revoked_and_recorded(
+    user: User, parameter: str, django_capture_on_commit_callbacks: Any
+) -> None:
+    key, secret = ApiKey.create_key(user=user, name="agent")
+    assert isinstance(authenticate(bearer(secret)), Principal)  # known to this process from now on
+    stamp = credentials_revision()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert authenticate({}, [("foo", "bar"), (parameter, secret)]) == LEAKED_IN_URL
+    assert secret not in LEAKED_IN_URL.description
+    key.refresh_from_db()
+    assert key.revoked_at is not None and key.revoked_reason == LEAK_REASON
+    assert key.last_used_at is None or key.last_used_at < key.revoked_at
+    leak = CredentialLeak.objects.get()
+    assert (leak.kind, leak.identifier, leak.user, leak.revoked_at) == ("api_key", key.prefix, user, key.revoked_at)
+    # As with any revocation: every process's memory of the key is gone once the stamp moves.
+    assert credentials_revision() != stamp
+    assert authenticate(bearer(secret), credentials_stamp=credentials_revision()) == INVALID_TOKEN
+    # Sent again, it is refused as any URL credential; nothing more is written.
+    assert authenticate({}, [(parameter, secret)]) == TOKEN_IN_URL
+    assert CredentialLeak.objects.count() == 1
+
+
+def test_a_wrong_secret_in_the_query_string_revokes_nothing(user: User) -> None:
+    key, secret = ApiKey.create_key(user=user, name="agent")
+    for guess in (f"mcpx_{key.prefix}_guessed", secret + "x", secret[:-1], "mcpx_00000000_unknown"):
+        assert authenticate({}, [("api_key", guess)]) == TOKEN_IN_URL
+    key.refresh_from_db()
+    assert key.revoked_at is None and not CredentialLeak.objects.exists()
+    assert isinstance(authenticate(bearer(secret)), Principal)
+
+
+def test_one_credential_per_request_is_revoked(user: User) -> None:
+    first, first_secret = ApiKey.create_key(user=user, name="first")
+    second, second_secret = ApiKey.create_key(user=user, name="second")
+    assert authenticate({}, [("api_key", first_secret), ("access_token", second_secret)]) == LEAKED_IN_URL
+    assert ApiKey.objects.get(pk=first.pk).revoked_at is not None
+    assert ApiKey.objects.get(pk=second.pk).revoked_at is None
+    assert list(CredentialLeak.objects.values_list("identifier", flat=True)) == [first.prefix]
+
+
+def test_a_revoked_or_expired_key_in_the_query_string_is_left_as_it_is(user: User) -> None:
+    revoked, revoked_secret = ApiKey.create_key(user=user, name="revoked")
+    revoked.revoke(reason="Revoked in the admin.")
+    expired, expired_secret = ApiKey.create_key(user=user, name="expired", expires_in=timedelta(seconds=-1))
+    for secret in (revoked_secret, expired_secret):
+        assert authenticate({}, [("api_key", secret)]) == TOKEN_IN_URL
+    assert ApiKey.objects.get(pk=revoked.pk).revoked_reason == "Revoked in the admin."
+    assert ApiKey.objects.get(pk=expired.pk).revoked_at is None
+    assert not CredentialLeak.objects.exists()
 
 
 def test_anonymous_access_only_when_enabled() -> None:
