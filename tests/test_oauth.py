@@ -296,11 +296,16 @@ def test_tokens_of_inactive_users_are_refused(server: LiveServer, data: Path, cl
     assert call(server, token["access_token"], "tools/list").status_code == 401
 
 
-def test_a_token_in_the_query_string_is_refused(server: LiveServer, read_token: dict[str, Any]) -> None:
-    response = call(server, None, "tools/list", suffix=f"?access_token={read_token['access_token']}")
+def test_a_token_in_the_query_string_is_refused(
+    server: LiveServer, reader: Browser, client_id: str, resource: str, read_token: dict[str, Any]
+) -> None:
+    # A token of its own: one sent in a URL is revoked (tests/test_credential_leaks.py).
+    leaked = obtain_token(reader, server.base_url, client_id, "mcp", resource)["access_token"]
+    response = call(server, None, "tools/list", suffix=f"?access_token={leaked}")
     assert response.status_code == 400 and response.json()["error"] == "invalid_request"  # RFC 6750 §3.1
     both = call(server, read_token["access_token"], "tools/list", suffix="?access_token=x")
     assert both.status_code == 400
+    assert call(server, read_token["access_token"], "tools/list").status_code == 200  # the header's token still works
 
 
 def test_basic_credentials_are_refused(server: LiveServer) -> None:
