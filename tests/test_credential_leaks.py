@@ -19,16 +19,7 @@ from uvicorn.logging import AccessFormatter
 from mcp_expose.access_log import StripQueryStrings
 from mcp_expose.credential_leaks import LEAK_REASON
 
-from .live import (
-    LIVE_SETTINGS,
-    LiveServer,
-    create_api_key,
-    jsonrpc_body,
-    manage,
-    modern_headers,
-    prepare_demo,
-    run_server,
-)
+from .live import LIVE_SETTINGS, LiveServer, create_api_key, jsonrpc_body, manage, modern_headers, run_server
 from .oauth_client import Browser, obtain_token, refresh, register_client
 from .test_processes import admin_session
 
@@ -71,21 +62,14 @@ VERBOSE = {**LIVE_SETTINGS, "MCP_EXPOSE_LOG_LEVEL": "INFO"}
 
 
 @pytest.fixture(scope="module")
-def leak_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    data_dir = tmp_path_factory.mktemp("leaks")
-    prepare_demo(data_dir)
-    return data_dir
-
-
-@pytest.fixture(scope="module")
-def first(leak_data: Path) -> Iterator[LiveServer]:
-    with run_server(leak_data, log_level="info", **VERBOSE) as server:
+def first(data: Path) -> Iterator[LiveServer]:
+    with run_server(data, log_level="info", **VERBOSE) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def second(leak_data: Path) -> Iterator[LiveServer]:
-    with run_server(leak_data, log_level="info", **VERBOSE) as server:
+def second(data: Path) -> Iterator[LiveServer]:
+    with run_server(data, log_level="info", **VERBOSE) as server:
         yield server
 
 
@@ -109,10 +93,8 @@ def shown_time(data: Path, model: str, lookup: str) -> str:
 
 
 @pytest.mark.live
-def test_an_api_key_in_the_url_is_revoked_in_every_process(
-    first: LiveServer, second: LiveServer, leak_data: Path
-) -> None:
-    secret = create_api_key(leak_data, "admin", "mcp library:read")
+def test_an_api_key_in_the_url_is_revoked_in_every_process(first: LiveServer, second: LiveServer, data: Path) -> None:
+    secret = create_api_key(data, "admin", "mcp library:read")
     prefix = secret.split("_")[1]
     assert list_tools(second, secret).status_code == 200  # the second process now knows the key
 
@@ -130,12 +112,12 @@ def test_an_api_key_in_the_url_is_revoked_in_every_process(
         pk = re.search(r'href="/admin/mcp_expose/apikey/(\d+)/change/', changelist).group(1)
         page = admin.get(f"/admin/mcp_expose/apikey/{pk}/change/").text
         assert LEAK_REASON in page
-        assert shown_time(leak_data, "ApiKey", f"prefix={prefix!r}") in page
+        assert shown_time(data, "ApiKey", f"prefix={prefix!r}") in page
         leaks = admin.get("/admin/mcp_expose/credentialleak/", params={"q": prefix}).text
         assert (
             "API key" in leaks
             and prefix in leaks
-            and shown_time(leak_data, "CredentialLeak", f"identifier={prefix!r}") in leaks
+            and shown_time(data, "CredentialLeak", f"identifier={prefix!r}") in leaks
         )
 
     for server in (first, second):
@@ -147,7 +129,7 @@ def test_an_api_key_in_the_url_is_revoked_in_every_process(
 
 
 @pytest.mark.live
-def test_an_access_token_in_the_url_is_revoked_with_its_refresh_token(first: LiveServer, leak_data: Path) -> None:
+def test_an_access_token_in_the_url_is_revoked_with_its_refresh_token(first: LiveServer, data: Path) -> None:
     client_id = register_client(first.base_url)["client_id"]
     with Browser.logged_in(first.base_url, "reader", "reader") as reader:
         token = obtain_token(reader, first.base_url, client_id, "mcp library:read", first.mcp_url)
@@ -160,7 +142,7 @@ def test_an_access_token_in_the_url_is_revoked_with_its_refresh_token(first: Liv
 
     assert list_tools(first, access).status_code == 401
     revoked = shell(
-        leak_data,
+        data,
         "import hashlib; from oauth2_provider.models import RefreshToken;"
         f"print(RefreshToken.objects.get(token_checksum=hashlib.sha256({refresh_token!r}.encode()).hexdigest()).revoked"
         " is not None)",
@@ -173,7 +155,7 @@ def test_an_access_token_in_the_url_is_revoked_with_its_refresh_token(first: Liv
         leaks = admin.get("/admin/mcp_expose/credentialleak/", params={"q": client_id}).text
         assert "OAuth access token" in leaks and client_id in leaks and ">reader<" in leaks
         assert LEAK_REASON in leaks
-        assert shown_time(leak_data, "CredentialLeak", f"client_id={client_id!r}") in leaks
+        assert shown_time(data, "CredentialLeak", f"client_id={client_id!r}") in leaks
 
     log = first.log()
     assert access not in log and refresh_token not in log
@@ -181,8 +163,8 @@ def test_an_access_token_in_the_url_is_revoked_with_its_refresh_token(first: Liv
 
 
 @pytest.mark.live
-def test_a_wrong_key_in_the_url_revokes_nothing(first: LiveServer, leak_data: Path) -> None:
-    secret = create_api_key(leak_data, "admin", "mcp")
+def test_a_wrong_key_in_the_url_revokes_nothing(first: LiveServer, data: Path) -> None:
+    secret = create_api_key(data, "admin", "mcp")
     prefix = secret.split("_")[1]
     guessed = f"mcpx_{prefix}_guessed"
     response = list_tools(first, query=f"?api_key={guessed}")
@@ -191,7 +173,7 @@ def test_a_wrong_key_in_the_url_revokes_nothing(first: LiveServer, leak_data: Pa
     assert list_tools(first, secret).status_code == 200
     assert (
         shell(
-            leak_data,
+            data,
             f"from mcp_expose.models import *; print(CredentialLeak.objects.filter(identifier={prefix!r}).count(), ApiKey.objects.get(prefix={prefix!r}).revoked_at)",
         )
         == "0 None"
