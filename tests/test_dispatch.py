@@ -64,12 +64,18 @@ def catalog(registry: CapabilityRegistry) -> Catalog:
             raise ToolError("Odd details.", details={None: Decimal("1.50"), "on": date(2026, 1, 2), "ids": (1, 2)})
         if kind == "no_json_details":
             raise ToolError("Opaque details.", details={"thing": object()})
+        if kind == "colliding_details":
+            raise ToolError("Colliding details.", details={7: "secret-a", "7": "secret-b"})
 
     @tool(registry=registry, key="t.missing")
     def missing() -> None:
         from django.contrib.auth.models import User
 
         User.objects.get(pk=-1)
+
+    @tool(registry=registry, key="t.colliding")
+    def colliding() -> dict[Any, str]:
+        return {1: "secret-a", "1": "secret-b"}
 
     @tool(registry=registry, key="t.nan")
     def nan() -> float:
@@ -161,7 +167,7 @@ async def test_object_does_not_exist_is_not_found(catalog: Catalog) -> None:
     assert outcome.failure is not None and outcome.failure.as_dict() == {"code": "not_found", "message": "User not found."}
 
 
-@pytest.mark.parametrize("name", ["t.crash", "t.nan", "t.bad_output"])
+@pytest.mark.parametrize("name", ["t.crash", "t.nan", "t.bad_output", "t.colliding"])
 async def test_unexpected_failures_are_redacted_and_logged(
     catalog: Catalog, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -198,3 +204,17 @@ async def test_error_details_are_sent_as_json_values_or_left_out(
     assert opaque.failure is not None and opaque.failure.code == "tool_error"
     assert opaque.failure.message == "Opaque details." and "details" not in opaque.failure.as_dict()
     assert "gave error details with no JSON form" in caplog.text
+
+
+async def test_colliding_keys_are_refused_redacted_and_named_in_the_log(
+    catalog: Catalog, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A result whose keys collide as strings is an internal failure, as a cycle is; error details whose keys
+    collide are left out, as details with a cycle are. Either way the log names the key, not the values."""
+    with caplog.at_level(logging.INFO, logger="mcp_expose.dispatch"):
+        result = await call_tool(catalog, principal(), "t.colliding", {})
+        refused = await call_tool(catalog, principal(), "t.refuse", {"kind": "colliding_details"})
+    assert result.failure is not None and result.failure.code == "internal" and result.failure.incident
+    assert refused.failure is not None and refused.failure.as_dict() == {"code": "tool_error", "message": "Colliding details."}
+    assert 'same JSON key "1"' in caplog.text and 'same JSON key "7"' in caplog.text
+    assert "secret" not in caplog.text
