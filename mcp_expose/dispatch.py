@@ -236,9 +236,7 @@ async def _run(
             return ToolOutcome(entry, value=value, text=text)
         return ToolOutcome(entry, value=truncate(value, entry.max_result_bytes, has_output_schema=entry.output_schema is not None))
     except ToolTimeout as exc:
-        kept = " It finished its writes just before the deadline; they were kept." if exc.committed else \
-            " Nothing it wrote was kept."
-        return _refused(entry, "timeout", str(exc) + kept, {"timeout_seconds": exc.seconds})
+        return _refused(entry, "timeout", exc.message, {"timeout_seconds": exc.seconds})
     except ResultTooLarge as exc:
         return ToolOutcome(entry, failure=_unexpected(entry, exc, "its result is over the size limit"))
     except InputRequired as exc:
