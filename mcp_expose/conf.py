@@ -59,6 +59,9 @@ DEFAULTS: dict[str, Any] = {
     # Default per-tool limits; code and the admin can only tighten them.
     "TOOL_TIMEOUT": 30.0,
     "MAX_RESULT_BYTES": 100_000,
+    # Seconds a call answered `unavailable` (the database locked past its busy timeout, or unreachable)
+    # tells its caller to wait before retrying.
+    "UNAVAILABLE_RETRY_AFTER": 5,
     # How long a human has to confirm a call, in seconds (elicitation state and approval pages alike).
     "CONFIRMATION_TTL": 600,
     # Calls carry X-Agent-Depth; one deeper than this is refused before anything runs.

@@ -24,11 +24,13 @@ from . import asking, confirmation, ratelimit, usage, usage_writer
 from .asking import ClientInput, Elicit, InputRequired, MissingClientCapability, read_state
 from .catalog import Catalog, ToolEntry
 from .chain import CallChain
+from .conf import get_settings
 from .confirmation import StaleConfirmation
 from .content import ContentBundle
 from .context import InvocationContext, LogSender, ProgressReporter, no_log, no_progress
-from .errors import AccessDenied, InvalidInput, NotFound, ToolError, UnknownTool
+from .errors import AccessDenied, InvalidInput, NotFound, ToolError, Unavailable, UnknownTool
 from .invoke import ToolTimeout, invoke
+from .outage import database_unavailable, outage
 from .policy import decide
 from .principal import Principal
 from .results import ProjectionError, ResultTooLarge, compact_json, json_size, to_json_value, truncate
@@ -131,6 +133,8 @@ def failure_for(entry: ToolEntry, exc: Exception) -> ToolFailure:
         return _anticipated(entry, InvalidInput(details=_validation_details(exc)))
     if isinstance(exc, ProjectionError):
         return _unexpected(entry, exc, "its result cannot be sent as JSON")
+    if database_unavailable(exc):
+        return _unavailable(entry, exc)
     return _unexpected(entry, exc, "it raised")
 
 
@@ -167,6 +171,8 @@ async def call_tool(
             arguments, entry.log_argument_values
         )
         outcome = await _run(entry, principal, arguments or {}, request)
+        if outcome.ok:
+            outage.ended()
         _describe_outcome(record, outcome)
         return outcome
     except UnknownTool:
@@ -236,9 +242,7 @@ async def _run(
             return ToolOutcome(entry, value=value, text=text)
         return ToolOutcome(entry, value=truncate(value, entry.max_result_bytes, has_output_schema=entry.output_schema is not None))
     except ToolTimeout as exc:
-        kept = " It finished its writes just before the deadline; they were kept." if exc.committed else \
-            " Nothing it wrote was kept."
-        return _refused(entry, "timeout", str(exc) + kept, {"timeout_seconds": exc.seconds})
+        return _refused(entry, "timeout", exc.message, {"timeout_seconds": exc.seconds})
     except ResultTooLarge as exc:
         return ToolOutcome(entry, failure=_unexpected(entry, exc, "its result is over the size limit"))
     except InputRequired as exc:
@@ -316,6 +320,15 @@ def _anticipated(entry: ToolEntry, exc: ToolError) -> ToolFailure:
                        entry.kind.capitalize(), entry.name, problem)
         details = None
     return ToolFailure(code=exc.code, message=exc.message, details=details)
+
+
+def _unavailable(entry: ToolEntry, exc: BaseException) -> ToolFailure:
+    """A database locked or unreachable right now: retryable, logged once per outage rather than per call."""
+    retry_after = get_settings().UNAVAILABLE_RETRY_AFTER
+    logger.info("%s %s refused the call: unavailable", entry.kind.capitalize(), entry.name)
+    outage.refused(f"{entry.kind} {entry.name}", exc)
+    error = Unavailable(f"The database is busy or unreachable; retry after {retry_after} s.", retry_after=retry_after)
+    return ToolFailure(code=error.code, message=error.message, details=error.details)
 
 
 def _unexpected(entry: ToolEntry, exc: BaseException, what: str) -> ToolFailure:

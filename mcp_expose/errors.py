@@ -21,6 +21,7 @@ __all__ = [
     "McpExposeError",
     "NotFound",
     "ToolError",
+    "Unavailable",
     "UnknownTool",
 ]
 
@@ -81,3 +82,15 @@ class NotFound(ToolError):
 class Conflict(ToolError):
     code = "conflict"
     default_message = "The request conflicts with the current state."
+
+
+class Unavailable(ToolError):
+    """Something the call needs (the database) cannot serve it right now; retrying later may succeed.
+    Like `rate_limited`, it says when: `details.retry_after`, in seconds."""
+
+    code = "unavailable"
+    default_message = "A service the tool needs is unavailable right now."
+
+    def __init__(self, message: str | None = None, *, retry_after: int) -> None:
+        super().__init__(message, details={"retry_after": retry_after})
+        self.retry_after = retry_after

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from asgiref.sync import sync_to_async
@@ -29,12 +29,31 @@ class CallAbandoned(Exception):
     """Raised inside an abandoned sync call, to roll its transaction back."""
 
 
+# What became of a timed-out call's writes: rolled back with its transaction, committed just before the
+# deadline, written outside any transaction (async tools), or a read-only sync tool (no transaction either).
+Writes = Literal["rolled_back", "committed", "no_transaction", "read_only"]
+
+_WRITES_TOLD: dict[Writes, str] = {
+    "rolled_back": "It ran in a transaction, which is rolled back: nothing it wrote is kept.",
+    "committed": "It finished its writes just before the deadline; they were kept.",
+    "no_transaction": "It is async, so it ran outside a transaction: anything it wrote may have been kept.",
+    "read_only": "",
+}
+
+
 class ToolTimeout(Exception):
-    def __init__(self, seconds: float, *, committed: bool = False) -> None:
+    """The caller stopped waiting. `writes` says what became of what the tool wrote, so that the answer
+    claims only what is true (only a writing sync tool's transaction is rolled back)."""
+
+    def __init__(self, seconds: float, writes: Writes) -> None:
         super().__init__(f"The tool did not finish within {seconds:g} seconds.")
         self.seconds = seconds
-        # True when its transaction committed just before the deadline: its writes were kept.
-        self.committed = committed
+        self.writes = writes
+
+    @property
+    def message(self) -> str:
+        """The whole text for the client: the deadline, and what became of the writes."""
+        return f"{self} {_WRITES_TOLD[self.writes]}".rstrip()
 
 
 class Abandonment:
@@ -140,7 +159,7 @@ async def invoke(entry: ToolEntry, arguments: Mapping[str, Any], context: Invoca
         with anyio.move_on_after(entry.timeout):
             value = await _call_target(entry, arguments, context)
             return _project(entry, value)
-        raise ToolTimeout(entry.timeout)
+        raise ToolTimeout(entry.timeout, "no_transaction")
     state = Abandonment()
     try:
         with anyio.move_on_after(entry.timeout):
@@ -148,4 +167,7 @@ async def invoke(entry: ToolEntry, arguments: Mapping[str, Any], context: Invoca
     except BaseException:
         state.abandon()
         raise
-    raise ToolTimeout(entry.timeout, committed=not state.abandon())
+    abandoned = state.abandon()
+    if entry.capability.annotations.read_only:
+        raise ToolTimeout(entry.timeout, "read_only")
+    raise ToolTimeout(entry.timeout, "rolled_back" if abandoned else "committed")

@@ -1,7 +1,9 @@
 """Project a tool's return value into JSON that is safe to send.
 
 `to_json_value` turns Python values into plain JSON values and refuses what
-JSON cannot carry honestly: cycles, NaN and infinities, absurd nesting.
+JSON cannot carry honestly: cycles, NaN and infinities, absurd nesting, and
+mapping keys that become the same string (`{1: "a", "1": "b"}`), where one
+value would silently replace the other.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def _project_container(value: Any, depth: int, path: set[int]) -> Any:
     from django.db.models import Model, QuerySet
 
     if isinstance(value, Mapping):
-        return {_key(key): _project(item, depth + 1, path) for key, item in value.items()}
+        return _project_mapping(value, depth, path)
     if isinstance(value, list | tuple):
         return [_project(item, depth + 1, path) for item in value]
     if isinstance(value, set | frozenset):
@@ -95,11 +97,26 @@ def _project_container(value: Any, depth: int, path: set[int]) -> Any:
     raise ProjectionError(f"values of type {type(value).__qualname__} have no JSON form")
 
 
+def _project_mapping(value: Mapping[Any, Any], depth: int, path: set[int]) -> dict[str, Any]:
+    projected: dict[str, Any] = {}
+    for key, item in value.items():
+        name = _key(key)
+        if name in projected:
+            # Names the key, never a value: the message is logged.
+            raise ProjectionError(f"two mapping keys become the same JSON key {_shown(name)}")
+        projected[name] = _project(item, depth + 1, path)
+    return projected
+
+
+def _shown(name: str, limit: int = 60) -> str:
+    return json.dumps(name if len(name) <= limit else name[:limit] + "...")
+
+
 def _key(key: Any) -> str:
     if isinstance(key, str):
         return key
     if isinstance(key, enum.Enum):
-        key = key.value
+        return _key(key.value)  # as its value is projected
     if isinstance(key, bool | int | uuid.UUID | decimal.Decimal) or key is None:
         return json.dumps(key) if isinstance(key, bool) or key is None else str(key)
     raise ProjectionError(f"mapping keys of type {type(key).__qualname__} have no JSON form")

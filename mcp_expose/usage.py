@@ -13,6 +13,7 @@ from typing import Any
 from django.utils import timezone
 
 from .db import close_stale_connections
+from .outage import database_unavailable
 
 logger = logging.getLogger("mcp_expose.usage")
 
@@ -114,11 +115,14 @@ def write(record: CallRecord, attempts: int = WRITE_ATTEMPTS) -> bool:
         try:
             row.save(force_insert=True)
             return True
-        except Exception:  # noqa: BLE001  (the log must never break the call)
+        except Exception as exc:  # noqa: BLE001  (the log must never break the call)
             if attempt == attempts:
-                logger.exception(
-                    "Could not write the usage row for %s (outcome %s, caller %s, %.1f ms) after %d attempts",
+                # An outage is logged once as such (mcp_expose.outage): no traceback per row for it.
+                unavailable = database_unavailable(exc)
+                logger.error(
+                    "Could not write the usage row for %s (outcome %s, caller %s, %.1f ms) after %d attempts%s",
                     record.tool_name, record.outcome, principal.label, record.duration_ms, attempt,
+                    ": the database is unavailable" if unavailable else "", exc_info=not unavailable,
                 )
                 return False
             time.sleep(0.05 * attempt)

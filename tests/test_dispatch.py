@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from datetime import date
 from decimal import Decimal
 from typing import Any
 
+import anyio
 import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -64,12 +67,18 @@ def catalog(registry: CapabilityRegistry) -> Catalog:
             raise ToolError("Odd details.", details={None: Decimal("1.50"), "on": date(2026, 1, 2), "ids": (1, 2)})
         if kind == "no_json_details":
             raise ToolError("Opaque details.", details={"thing": object()})
+        if kind == "colliding_details":
+            raise ToolError("Colliding details.", details={7: "secret-a", "7": "secret-b"})
 
     @tool(registry=registry, key="t.missing")
     def missing() -> None:
         from django.contrib.auth.models import User
 
         User.objects.get(pk=-1)
+
+    @tool(registry=registry, key="t.colliding")
+    def colliding() -> dict[Any, str]:
+        return {1: "secret-a", "1": "secret-b"}
 
     @tool(registry=registry, key="t.nan")
     def nan() -> float:
@@ -161,7 +170,7 @@ async def test_object_does_not_exist_is_not_found(catalog: Catalog) -> None:
     assert outcome.failure is not None and outcome.failure.as_dict() == {"code": "not_found", "message": "User not found."}
 
 
-@pytest.mark.parametrize("name", ["t.crash", "t.nan", "t.bad_output"])
+@pytest.mark.parametrize("name", ["t.crash", "t.nan", "t.bad_output", "t.colliding"])
 async def test_unexpected_failures_are_redacted_and_logged(
     catalog: Catalog, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -198,3 +207,80 @@ async def test_error_details_are_sent_as_json_values_or_left_out(
     assert opaque.failure is not None and opaque.failure.code == "tool_error"
     assert opaque.failure.message == "Opaque details." and "details" not in opaque.failure.as_dict()
     assert "gave error details with no JSON form" in caplog.text
+
+
+async def test_colliding_keys_are_refused_redacted_and_named_in_the_log(
+    catalog: Catalog, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A result whose keys collide as strings is an internal failure, as a cycle is; error details whose keys
+    collide are left out, as details with a cycle are. Either way the log names the key, not the values."""
+    with caplog.at_level(logging.INFO, logger="mcp_expose.dispatch"):
+        result = await call_tool(catalog, principal(), "t.colliding", {})
+        refused = await call_tool(catalog, principal(), "t.refuse", {"kind": "colliding_details"})
+    assert result.failure is not None and result.failure.code == "internal" and result.failure.incident
+    assert refused.failure is not None and refused.failure.as_dict() == {"code": "tool_error", "message": "Colliding details."}
+    assert 'same JSON key "1"' in caplog.text and 'same JSON key "7"' in caplog.text
+    assert "secret" not in caplog.text
+
+
+def _work_until_abandoned() -> None:
+    """Query in small steps, as real work would: the first query after the deadline raises."""
+    from django.db import connection
+
+    for _ in range(1000):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        time.sleep(0.01)
+
+
+async def test_a_timed_out_writing_sync_tool_keeps_nothing_and_says_so(registry: CapabilityRegistry) -> None:
+    from project.library.models import Author
+
+    ended: list[str] = []
+    done = threading.Event()
+
+    @mcp_expose.tool(registry=registry, key="t.slow_write", timeout=0.2)
+    def slow_write() -> None:
+        try:
+            Author.objects.create(name="timed-out-sync")
+            _work_until_abandoned()
+        except BaseException as exc:
+            ended.append(type(exc).__name__)
+            raise
+        finally:
+            done.set()
+
+    outcome = await call_tool(compile_catalog(registry, {}, "r"), principal(), "t.slow_write", {})
+    assert await anyio.to_thread.run_sync(done.wait, 10)
+    assert outcome.failure is not None and outcome.failure.as_dict() == {
+        "code": "timeout", "details": {"timeout_seconds": 0.2},
+        "message": "The tool did not finish within 0.2 seconds. "
+                   "It ran in a transaction, which is rolled back: nothing it wrote is kept.",
+    }
+    assert ended == ["CallAbandoned"] and not await Author.objects.filter(name="timed-out-sync").aexists()
+
+
+async def test_a_timed_out_async_tool_says_its_writes_may_have_been_kept(registry: CapabilityRegistry) -> None:
+    """No transaction wraps an async tool: what it wrote before the deadline stays, and the answer says it may."""
+    from project.library.models import Author
+
+    @mcp_expose.tool(registry=registry, key="t.async_write", timeout=0.2)
+    async def async_write() -> None:
+        await Author.objects.acreate(name="timed-out-async")
+        await anyio.Event().wait()  # never set: only the deadline ends this
+
+    outcome = await call_tool(compile_catalog(registry, {}, "r"), principal(), "t.async_write", {})
+    assert outcome.failure is not None and outcome.failure.code == "timeout"
+    assert outcome.failure.message == ("The tool did not finish within 0.2 seconds. "
+                                       "It is async, so it ran outside a transaction: anything it wrote may have been kept.")
+    assert await Author.objects.filter(name="timed-out-async").aexists()
+
+
+async def test_a_timed_out_read_only_sync_tool_claims_nothing_about_writes(registry: CapabilityRegistry) -> None:
+    @mcp_expose.tool(registry=registry, key="t.slow_read", timeout=0.2, read_only=True)
+    def slow_read() -> None:
+        _work_until_abandoned()
+
+    outcome = await call_tool(compile_catalog(registry, {}, "r"), principal(), "t.slow_read", {})
+    assert outcome.failure is not None and outcome.failure.code == "timeout"
+    assert outcome.failure.message == "The tool did not finish within 0.2 seconds."

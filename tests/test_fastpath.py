@@ -44,7 +44,7 @@ def through_sdk(data: Path) -> Iterator[LiveServer]:
 GOOD_ARGUMENTS = {
     "library.echo": {"message": "hi"}, "library.get_book": {"book_id": 1}, "toolbox.header_names": {},
     "toolbox.chain_info": {}, "toolbox.greet": {}, "library.whoami": {}, "toolbox.big": {"count": 3},
-    "toolbox.sdk_caller": {},
+    "toolbox.sdk_caller": {}, "toolbox.colliding_keys": {},
     "no.such_tool": {},
 }
 
@@ -356,6 +356,22 @@ async def _admitted(headers: dict[str, str], body: bytes) -> bool:
 async def test_the_corpus_takes_the_fast_path_often_and_not_always(method: str) -> None:
     admitted = [await _admitted(headers, body) for headers, body in generated_requests(CORPUS_SIZE, method)]
     assert CORPUS_SIZE * 0.15 < sum(admitted) < CORPUS_SIZE * 0.8
+
+
+def test_colliding_result_keys_are_refused_alike_on_both_paths(fast: LiveServer, through_sdk: LiveServer, key: str) -> None:
+    """The fast path projects a result with the dispatcher's projection: keys that collide as strings are an
+    internal failure with an incident id there too, not a result missing a value."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "toolbox.colliding_keys"}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "toolbox.colliding_keys", "arguments": {}, "_meta": META}}).encode()
+    before = fast_answers(fast)
+    with httpx2.Client(timeout=10) as client:
+        answers = [answer(client, server, key, headers, body, False) for server in (fast, through_sdk)]
+    assert answers[0] == answers[1] and fast_answers(fast) == before + 1
+    result = answers[0][4]
+    assert result["isError"] is True and result["structuredContent"]["error"]["code"] == "internal"
+    assert result["structuredContent"]["error"]["incident"] == "<varies>"
 
 
 def test_a_question_asked_on_the_fast_path_is_answered_through_the_sdk(fast: LiveServer, key: str) -> None:

@@ -284,6 +284,7 @@ async def test_a_timeout_gives_a_timeout_result_and_keeps_no_write(server: LiveS
         result = await client.call_tool("toolbox.slow_write", {"marker": "timed-out", "seconds": 5})
     error = result.structured_content["error"]
     assert error["code"] == "timeout" and error["details"] == {"timeout_seconds": 1.0}
+    assert error["message"].endswith("It ran in a transaction, which is rolled back: nothing it wrote is kept.")
     assert authors_named(data, "timed-out") == 0
 
 

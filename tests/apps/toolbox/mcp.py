@@ -127,3 +127,9 @@ async def sdk_caller() -> dict[str, object]:
 
     token = get_access_token()
     return {"client_id": token.client_id if token else None, "scopes": token.scopes if token else None}
+
+
+@mcp_expose.tool(read_only=True)
+def colliding_keys() -> dict[object, str]:
+    """Two keys that become the same JSON key: refused as an internal failure, whoever answers the call."""
+    return {1: "one", "1": "also one"}

@@ -1,0 +1,145 @@
+"""A database that cannot serve a call right now is `unavailable` (retryable), logged once per outage.
+
+SQLite for real: another connection holds the write lock (`BEGIN IMMEDIATE`) past the busy timeout. PostgreSQL
+for real too: a connection to a port nothing listens on.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import OperationalError, connection, connections
+
+import mcp_expose
+from mcp_expose.catalog import Catalog, compile_catalog
+from mcp_expose.dispatch import call_tool
+from mcp_expose.outage import database_unavailable
+from mcp_expose.principal import Principal
+from mcp_expose.registry import CapabilityRegistry
+
+from .live import free_port
+
+pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def catalog(registry: CapabilityRegistry) -> Catalog:
+    from project.library.models import Author
+
+    @mcp_expose.tool(registry=registry, key="t.add_author")
+    def add_author(name: str) -> int:
+        return Author.objects.create(name=name).pk
+
+    return compile_catalog(registry, {}, "r")
+
+
+@pytest.fixture
+def short_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connections opened from now on wait 0.1 s for a lock instead of the settings' 20 s."""
+    monkeypatch.setitem(connection.settings_dict["OPTIONS"], "timeout", 0.1)
+
+
+@pytest.fixture
+def write_lock(short_busy_timeout: None) -> Iterator[sqlite3.Connection]:
+    """The test database's write lock, held by another connection until the test releases it."""
+    holder = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield holder
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+
+
+def principal() -> Principal:
+    return Principal(user=None, method="local")
+
+
+async def test_a_locked_database_is_unavailable_logged_once_and_writes_nothing(
+    catalog: Catalog, write_lock: sqlite3.Connection, caplog: pytest.LogCaptureFixture, settings: Any
+) -> None:
+    from project.library.models import Author
+
+    settings.MCP_EXPOSE = {**getattr(settings, "MCP_EXPOSE", {}), "UNAVAILABLE_RETRY_AFTER": 7}
+    with caplog.at_level(logging.INFO, logger="mcp_expose"):
+        outcomes = [await call_tool(catalog, principal(), "t.add_author", {"name": f"locked-{n}"}) for n in range(3)]
+    for outcome in outcomes:
+        assert outcome.failure is not None and outcome.failure.as_dict() == {
+            "code": "unavailable",
+            "details": {"retry_after": 7},
+            "message": "The database is busy or unreachable; retry after 7 s.",
+        }
+    warnings = [
+        record
+        for record in caplog.records
+        if record.levelno >= logging.WARNING and record.name == "mcp_expose.dispatch"
+    ]
+    assert len(warnings) == 1 and "database is locked" in warnings[0].getMessage()
+    assert not any(record.exc_info for record in caplog.records)  # no traceback, per call or otherwise
+
+    write_lock.execute("ROLLBACK")
+    after = await call_tool(catalog, principal(), "t.add_author", {"name": "unlocked"})
+    assert after.ok
+    names = [
+        name
+        async for name in Author.objects.filter(name__in=["locked-0", "locked-1", "locked-2", "unlocked"]).values_list(
+            "name", flat=True
+        )
+    ]
+    assert names == ["unlocked"]  # nothing of the refused calls was written
+
+
+async def test_a_new_outage_after_a_success_is_logged_again(
+    catalog: Catalog, short_busy_timeout: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = connection.settings_dict["NAME"]
+    with caplog.at_level(logging.WARNING, logger="mcp_expose.dispatch"):
+        for round_ in range(2):
+            holder = sqlite3.connect(path, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")
+            try:
+                for n in range(2):
+                    refused = await call_tool(catalog, principal(), "t.add_author", {"name": f"r{round_}-{n}"})
+                    assert refused.failure is not None and refused.failure.code == "unavailable"
+            finally:
+                holder.execute("ROLLBACK")
+                holder.close()
+            assert (await call_tool(catalog, principal(), "t.add_author", {"name": f"ok-{round_}"})).ok
+    assert sum("The database is unavailable" in record.getMessage() for record in caplog.records) == 2
+
+
+def test_postgresql_refusing_connections_is_unavailable_and_sql_errors_are_not() -> None:
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    nowhere = {
+        **connections.settings["default"],
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "absent",
+        "HOST": "127.0.0.1",
+        "PORT": free_port(),
+        "USER": "nobody",
+        "PASSWORD": "",
+        "OPTIONS": {},
+    }
+    with pytest.raises(OperationalError) as refused:
+        DatabaseWrapper(nowhere).ensure_connection()
+    assert database_unavailable(refused.value), str(refused.value)
+
+    with pytest.raises(OperationalError) as wrong_sql, connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM no_such_table")
+    assert not database_unavailable(wrong_sql.value)
+
+
+async def test_a_sql_error_stays_internal(registry: CapabilityRegistry) -> None:
+    @mcp_expose.tool(registry=registry, key="t.bad_sql")
+    def bad_sql() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT * FROM no_such_table")
+
+    outcome = await call_tool(compile_catalog(registry, {}, "r"), principal(), "t.bad_sql", {})
+    assert outcome.failure is not None and outcome.failure.code == "internal" and outcome.failure.incident
