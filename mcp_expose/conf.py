@@ -59,6 +59,10 @@ DEFAULTS: dict[str, Any] = {
     # Default per-tool limits; code and the admin can only tighten them.
     "TOOL_TIMEOUT": 30.0,
     "MAX_RESULT_BYTES": 100_000,
+    # The longest string an argument may be where the schema declares no bound of its own (a str parameter,
+    # a search, a lookup like name__icontains, a TextField): longer ones are invalid_input before anything
+    # runs. Read when a tool's schema is built. None: no cap.
+    "MAX_STRING_LENGTH": 1000,
     # How long a human has to confirm a call, in seconds (elicitation state and approval pages alike).
     "CONFIRMATION_TTL": 600,
     # Calls carry X-Agent-Depth; one deeper than this is refused before anything runs.

@@ -17,7 +17,7 @@ from typing import Any
 from ..context import InvocationContext
 from ..errors import DeclarationError
 from ..schema import object_schema
-from .cursors import cursor_for_url, read_cursor
+from .cursors import CURSOR_MAX_LENGTH, cursor_for_url, read_cursor
 from .field_schema import serializer_input_schema
 from .http import raise_for_status, view_request
 from .routes import Route
@@ -111,6 +111,7 @@ def operation_schema(operation: Operation, origin: str) -> dict[str, Any]:
             query.update({name: schema for name, schema in _parameters(paginator, view).items() if name != PAGINATOR_CURSOR})
             query[PAGINATOR_CURSOR] = {
                 "type": "string",
+                "maxLength": CURSOR_MAX_LENGTH,
                 "description": "Pass the next_cursor or previous_cursor of a previous result to get that page.",
             }
     _merge(properties, query, origin, "query parameter")
