@@ -43,12 +43,15 @@ def refusal(result: Any) -> list[tuple[str, str]]:
 
 
 @mode
-@pytest.mark.parametrize(("tool", "arguments", "path"), [
-    ("library.authors.list", {"filters": {"name__icontains": LONG}}, "$.filters.name__icontains"),
-    ("library.books.list", {"search": LONG}, "$.search"),
-    ("library.catalogue_page", {"q": LONG}, "$.q"),
-    ("library.search_books", {"query": LONG}, "$.query"),
-])
+@pytest.mark.parametrize(
+    ("tool", "arguments", "path"),
+    [
+        ("library.authors.list", {"filters": {"name__icontains": LONG}}, "$.filters.name__icontains"),
+        ("library.books.list", {"search": LONG}, "$.search"),
+        ("library.catalogue_page", {"q": LONG}, "$.q"),
+        ("library.search_books", {"query": LONG}, "$.query"),
+    ],
+)
 async def test_a_long_string_is_refused_before_the_database(
     server: LiveServer, key: str, mode: str, tool: str, arguments: dict[str, Any], path: str
 ) -> None:
@@ -63,13 +66,24 @@ async def test_a_long_string_is_refused_before_the_database(
 async def test_nested_objects_are_closed_in_the_listing_and_on_call(server: LiveServer, key: str, mode: str) -> None:
     async with connect(server.mcp_url, key, mode) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        good = {"order": {"item": "pen", "window": {"start": 1, "end": 2}, "tags": [{"name": "red"}]},
-                "where": {"x": 1, "y": 2}, "labels": {"any": {"name": "n"}}}
+        good = {
+            "order": {"item": "pen", "window": {"start": 1, "end": 2}, "tags": [{"name": "red"}]},
+            "where": {"x": 1, "y": 2},
+            "labels": {"any": {"name": "n"}},
+        }
         accepted = await client.call_tool("toolbox.shapes", good)
-        refused = await client.call_tool("toolbox.shapes", {
-            "order": {"item": "pen", "window": {"start": 1, "end": 2, "zzz": 1}, "tags": [{"name": "red", "zzz": 1}]},
-            "where": {"x": 1, "y": 2, "zzz": 1}, "labels": {"any": {"name": "n", "zzz": 1}},
-        })
+        refused = await client.call_tool(
+            "toolbox.shapes",
+            {
+                "order": {
+                    "item": "pen",
+                    "window": {"start": 1, "end": 2, "zzz": 1},
+                    "tags": [{"name": "red", "zzz": 1}],
+                },
+                "where": {"x": 1, "y": 2, "zzz": 1},
+                "labels": {"any": {"name": "n", "zzz": 1}},
+            },
+        )
     order = tools["toolbox.shapes"].input_schema["properties"]["order"]
     assert order["additionalProperties"] is False
     assert order["properties"]["window"]["additionalProperties"] is False
@@ -77,21 +91,36 @@ async def test_nested_objects_are_closed_in_the_listing_and_on_call(server: Live
     assert tools["toolbox.shapes"].input_schema["properties"]["where"]["additionalProperties"] is False
     assert not accepted.is_error and accepted.structured_content["labels"] == ["any"]
     assert [path for path, _ in refusal(refused)] == [
-        "$.labels.any.zzz", "$.order.tags[0].zzz", "$.order.window.zzz", "$.where.zzz"
+        "$.labels.any.zzz",
+        "$.order.tags[0].zzz",
+        "$.order.window.zzz",
+        "$.where.zzz",
     ]
 
 
 @mode
-async def test_a_nested_serializer_is_closed_and_its_mappings_stay_open(server: LiveServer, key: str, mode: str) -> None:
+async def test_a_nested_serializer_is_closed_and_its_mappings_stay_open(
+    server: LiveServer, key: str, mode: str
+) -> None:
     async with connect(server.mcp_url, key, mode) as client:
         tool = next(t for t in (await client.list_tools()).tools if t.name == "toolbox.shipments")
-        accepted = await client.call_tool("toolbox.shipments", {
-            "recipient": "Ada", "address": {"street": "1 Main St", "city": "Leeds"},
-            "labels": {"gift": "yes"}, "extra": {"free": ["form"]},
-        })
-        refused = await client.call_tool("toolbox.shipments", {
-            "recipient": "Ada", "address": {"street": "1 Main St", "city": "Leeds", "zzz": 1}, "labels": {"gift": LONG},
-        })
+        accepted = await client.call_tool(
+            "toolbox.shipments",
+            {
+                "recipient": "Ada",
+                "address": {"street": "1 Main St", "city": "Leeds"},
+                "labels": {"gift": "yes"},
+                "extra": {"free": ["form"]},
+            },
+        )
+        refused = await client.call_tool(
+            "toolbox.shipments",
+            {
+                "recipient": "Ada",
+                "address": {"street": "1 Main St", "city": "Leeds", "zzz": 1},
+                "labels": {"gift": LONG},
+            },
+        )
     properties = tool.input_schema["properties"]
     assert properties["address"]["additionalProperties"] is False
     assert properties["labels"]["additionalProperties"] == {"type": "string", "maxLength": 1000}
