@@ -62,6 +62,11 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a call answered `unavailable` (the database locked past its busy timeout, or unreachable)
     # tells its caller to wait before retrying.
     "UNAVAILABLE_RETRY_AFTER": 5,
+    # The longest string a parameter may be where the schema declares no bound of its own (a str parameter,
+    # a URL part, a search, a lookup like name__icontains): longer ones are invalid_input before anything
+    # runs. A view's or model's body fields take what they take over HTTP. Read when a tool's schema is
+    # built. None: no cap.
+    "MAX_STRING_LENGTH": 1000,
     # How long a human has to confirm a call, in seconds (elicitation state and approval pages alike).
     "CONFIRMATION_TTL": 600,
     # Calls carry X-Agent-Depth; one deeper than this is refused before anything runs.

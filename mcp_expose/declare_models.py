@@ -16,13 +16,13 @@ from typing import Any
 from django.core.exceptions import FieldDoesNotExist
 from django.db import IntegrityError, models
 
-from .adapters.cursors import cursor_for_values, read_cursor
+from .adapters.cursors import CURSOR_MAX_LENGTH, cursor_for_values, read_cursor
 from .adapters.field_schema import serializer_input_schema
 from .adapters.http import field_errors
 from .errors import Conflict, DeclarationError, InvalidInput
 from .registry import Annotations, Capability, CapabilityRegistry
 from .registry import registry as default_registry
-from .schema import LazySignature, SchemaSignature, object_schema
+from .schema import LazySignature, capped_parameters, generated_signature, object_schema
 
 ACTIONS = ("list", "get", "create", "update", "delete")
 SAFE_LOOKUPS = frozenset({
@@ -127,7 +127,7 @@ class ModelTools:
             name=key,
             kind="model",
             target=getattr(self, f"_{action}"),
-            source=LazySignature(lambda: SchemaSignature(self._schema(action), check=False)),
+            source=LazySignature(lambda: generated_signature(self._schema(action))),
             origin=f"{self.origin}.{action}",
             description=self._description(action),
             permissions=frozenset({f"{meta.app_label}.{PERMISSION_FOR[action]}_{meta.model_name}"}),
@@ -163,7 +163,7 @@ class ModelTools:
             properties["id"] = self._pk_schema()
             required.append("id")
         if action == "list":
-            properties.update(self._list_properties())
+            properties.update(capped_parameters(self._list_properties()))
         if action in ("create", "update"):
             writable = serializer_input_schema(self.serializer_class(), partial=action == "update", origin=self.origin)
             for name, schema in writable["properties"].items():
@@ -197,7 +197,8 @@ class ModelTools:
                 "description": "Only these field lookups may be used: " + (", ".join(filter_properties) or "none") + ".",
             },
             "page_size": {"type": "integer", "minimum": 1, "maximum": self.max_page_size, "default": self.page_size},
-            "cursor": {"type": "string", "description": "The next_cursor of a previous result, to get the next page."},
+            "cursor": {"type": "string", "maxLength": CURSOR_MAX_LENGTH,
+                       "description": "The next_cursor of a previous result, to get the next page."},
         }
         if self.ordering:
             properties["order_by"] = {"enum": [value for name in self.ordering for value in (name, f"-{name}")]}

@@ -13,7 +13,7 @@ from .declare import _app_label_for, _string_set
 from .errors import DeclarationError
 from .registry import Annotations, Capability, CapabilityRegistry
 from .registry import registry as default_registry
-from .schema import SchemaSignature, build_signature, object_schema
+from .schema import build_signature, capped_parameters, generated_signature, object_schema
 from .uri_templates import InvalidUriTemplate
 from .uri_templates import variables as uri_variables
 
@@ -60,12 +60,12 @@ def resource(
         if missing:
             raise DeclarationError(f"{origin}: the view's URL needs {missing}; put them in the URI template.")
         identity = key or f"{_app_label_for(view, origin)}.{name or route.url_name.replace(':', '.').replace('-', '_')}"
-        schema = object_schema({variable: {"type": "string"} for variable in variables}, variables)
+        schema = object_schema(capped_parameters({variable: {"type": "string"} for variable in variables}), variables)
         # Read like a GET of the page, by the same code that serves view-backed tools.
         operation = ViewOperation(route, "get", view, html, {}, kwarg_names=frozenset(route.kwargs))
         capability = Capability(
             key=identity, name=name or identity, kind="resource", target=partial(call_view, operation),
-            source=SchemaSignature(schema, check=False), origin=origin,
+            source=generated_signature(schema), origin=origin,
             description=description if description is not None else inspect.cleandoc(getattr(view, "__doc__", "") or ""),
             call_style="mapping", **common,
         )

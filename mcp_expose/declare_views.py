@@ -14,7 +14,7 @@ from .adapters.routes import Route, routes_for, unwrap
 from .errors import DeclarationError
 from .registry import Annotations, Capability, CapabilityRegistry
 from .registry import registry as default_registry
-from .schema import LazySignature, SchemaSignature
+from .schema import LazySignature, SchemaSignature, generated_signature
 
 ACTION_TEXT = {
     "list": "List {plural}.",
@@ -130,11 +130,11 @@ def _several(view: Any, routes: list[Route]) -> bool:
 
 
 def _drf_signature(operation: drf.Operation, origin: str) -> SchemaSignature:
-    return SchemaSignature(drf.operation_schema(operation, origin), check=False)
+    return generated_signature(drf.operation_schema(operation, origin))
 
 
 def _django_signature(operation: django_views.ViewOperation, origin: str) -> SchemaSignature:
-    return SchemaSignature(django_views.operation_schema(operation, origin), check=False)
+    return generated_signature(django_views.operation_schema(operation, origin))
 
 
 def _call_drf(operation: drf.Operation, scope: str, arguments: Mapping[str, Any], context: Any) -> Any:

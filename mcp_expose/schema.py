@@ -2,8 +2,12 @@
 
 Schemas are closed objects with every `$ref` inlined: many clients cannot follow
 references, and a closed object tells the model exactly which keys exist.
-Arguments are validated in pydantic's strict JSON mode, so what the schema
-says (an integer is an integer, not the string "5") is what is accepted.
+Every object this package generates is closed at every depth, and every string
+parameter without a declared bound (a body field of a view or model aside, which
+takes what it takes over HTTP) gets `MAX_STRING_LENGTH`; arguments are checked
+against that schema before anything else sees them, then (for functions) in
+pydantic's strict JSON mode, so what the schema says (an integer is an integer,
+not the string "5"; no key it does not name) is what is accepted.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import copy
 import inspect
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
@@ -22,6 +26,7 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 from typing_extensions import is_typeddict
 
+from .conf import get_settings
 from .context import InvocationContext
 from .errors import DeclarationError, InvalidInput
 from .principal import Principal
@@ -55,6 +60,7 @@ class ToolSignature:
     injections: Mapping[str, Injection]
     build_arguments_model: Callable[[], type[BaseModel]]
     output_adapter: TypeAdapter[Any] | None
+    schema_check: SchemaCheck | None = None
 
     @property
     def arguments_model(self) -> type[BaseModel]:
@@ -87,6 +93,8 @@ class ToolSignature:
                 "The arguments are not plain JSON.",
                 details=[{"path": "$", "message": "NaN, Infinity and non-JSON values are not allowed."}],
             ) from None
+        if self.schema_check is not None:
+            self.schema_check.enforce(arguments or {})
         try:
             parsed = self.arguments_model.model_validate_json(payload, strict=True)
         except ValidationError as exc:
@@ -122,32 +130,44 @@ class SchemaSignature:
 
             Draft202012Validator.check_schema(input_schema)
         self.input_schema = freeze(input_schema)
-        self._schema = input_schema
-        self._validator: Any = None
+        self.schema_check = SchemaCheck(input_schema)
         if injections:
             self.injections = MappingProxyType(dict(injections))
 
-    @property
-    def validator(self) -> Any:
-        if self._validator is None:
-            from jsonschema import Draft202012Validator
-
-            self._validator = Draft202012Validator(self._schema)
-        return self._validator
-
     def validate_arguments(self, arguments: Mapping[str, Any] | None, *, strict: bool = True) -> dict[str, Any]:
         values = dict(arguments or {})
-        problems = [
-            problem
-            for error in sorted(self.validator.iter_errors(values), key=lambda error: [str(p) for p in error.absolute_path])
-            for problem in _schema_problems(error)
-        ]
-        if problems:
-            raise InvalidInput("The arguments do not match the tool's input schema.", details=problems)
+        self.schema_check.enforce(values)
         return values
 
     def validate_result(self, value: Any) -> Any:
         return value
+
+
+class SchemaCheck:
+    """An input schema as jsonschema checks it, compiled on first use: the one check every tool's arguments
+    pass first, whichever path (SDK or fast path) the call came by."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self._schema = schema
+        self._validator: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def validator(self) -> Any:
+        if self._validator is None:
+            with self._lock:
+                if self._validator is None:
+                    from jsonschema import Draft202012Validator
+
+                    self._validator = Draft202012Validator(thaw(self._schema))
+        return self._validator
+
+    def enforce(self, values: Mapping[str, Any]) -> None:
+        """Raise `InvalidInput` listing each problem with its JSON path, never echoing a value."""
+        errors = self.validator.iter_errors(dict(values))
+        problems = sorted((problem for error in errors for problem in _schema_problems(error)), key=lambda p: p["path"])
+        if problems:
+            raise InvalidInput("The arguments do not match the tool's input schema.", details=problems)
 
 
 def _schema_problems(error: Any) -> list[dict[str, str]]:
@@ -159,10 +179,27 @@ def _schema_problems(error: Any) -> list[dict[str, str]]:
             {"path": json_path((*location, key)), "message": _schema_message(error)}
             for key in sorted(set(error.instance) - allowed)
         ]
+    if error.validator in ("anyOf", "oneOf"):
+        branch = _fitting_branch(error)
+        if branch:
+            return [problem for inner in branch for problem in _schema_problems(inner)]
     if error.validator == "required":
         missing = error.message.split("'")[1] if "'" in error.message else ""
         return [{"path": json_path((*location, missing)) if missing else json_path(location), "message": "Required."}]
     return [{"path": json_path(location), "message": _schema_message(error)}]
+
+
+def _fitting_branch(error: Any) -> list[Any] | None:
+    """The errors of the one alternative the value's own type fits (the model of an `X | None`), if one does:
+    they say what is wrong inside it, where "fails the anyOf rule" would not."""
+    branches: dict[Any, list[Any]] = {}
+    for inner in error.context or ():
+        branches.setdefault(inner.relative_schema_path[0], []).append(inner)
+    fitting = [
+        errors for errors in branches.values()
+        if not any(inner.validator in ("type", "enum", "const") and not inner.relative_path for inner in errors)
+    ]
+    return fitting[0] if len(fitting) == 1 else None
 
 
 def _schema_message(error: Any) -> str:
@@ -174,6 +211,10 @@ def _schema_message(error: Any) -> str:
         return "Must be one of: " + ", ".join(json.dumps(item) for item in error.validator_value) + "."
     if error.validator == "type":
         return f"Must be of type {error.validator_value}."
+    if error.validator == "maxLength":
+        return f"At most {error.validator_value} characters."
+    if error.validator == "minLength":
+        return f"At least {error.validator_value} characters."
     return error.message if len(error.message) < 200 else f"Fails the '{error.validator}' rule."
 
 
@@ -251,15 +292,22 @@ def build_signature(func: Callable[..., Any], *, origin: str) -> ToolSignature:
         raw = model.model_json_schema(schema_generator=_QuietTitles)
     except Exception as exc:
         raise DeclarationError(f"{origin}: its parameters cannot be described as JSON schema ({exc}).") from exc
-    input_schema = close_object(inline_refs(raw, origin=origin))
+    input_schema = freeze(bounded(close_object(inline_refs(raw, origin=origin))))
     output_schema, output_adapter = _output_schema(hints.get("return"), origin=origin)
     return ToolSignature(
-        input_schema=freeze(input_schema),
+        input_schema=input_schema,
         output_schema=freeze(output_schema) if output_schema is not None else None,
         injections=MappingProxyType(injections),
         build_arguments_model=build_arguments_model,
         output_adapter=output_adapter,
+        schema_check=SchemaCheck(input_schema),
     )
+
+
+def generated_signature(input_schema: dict[str, Any]) -> SchemaSignature:
+    """The signature of a schema this package generates (views, models, resources): closed at every depth,
+    then served. Its generator caps the parameters that are no body field (`capped`)."""
+    return SchemaSignature(closed(input_schema), check=False)
 
 
 def explicit_signature(func: Callable[..., Any], input_schema: Mapping[str, Any], *, origin: str) -> SchemaSignature:
@@ -381,6 +429,68 @@ def close_object(schema: dict[str, Any]) -> dict[str, Any]:
         schema.pop("required", None)
     schema["additionalProperties"] = False
     return schema
+
+
+def bounded(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` closed at every depth (`closed`) with every unbounded string capped (`capped`): what a
+    function tool's parameters, a filter, a search or a URL part gets."""
+    return capped(closed(schema))
+
+
+def closed(schema: dict[str, Any]) -> dict[str, Any]:
+    """Close every object schema that lists its properties, so an unknown nested key is refused, not dropped.
+
+    Objects that say what else they take (`dict[str, X]`, a serializer's `DictField`, a model with
+    `extra="allow"`) and schemas that accept anything (`Any`, `JSONField`) are left as they are.
+    """
+    for node in _subschemas(schema):
+        if "properties" in node and "additionalProperties" not in node and "patternProperties" not in node:
+            node["additionalProperties"] = False
+    return schema
+
+
+def capped(schema: dict[str, Any]) -> dict[str, Any]:
+    """Cap every string without a declared bound at `MAX_STRING_LENGTH` (read when the schema is built).
+
+    Not for the body fields of a view or model: those accept over MCP what they accept over HTTP (a
+    `TextField` has no bound there), within the request body limit. Enums are bounded already.
+    """
+    limit = get_settings().MAX_STRING_LENGTH
+    if limit is None:
+        return schema
+    for node in _subschemas(schema):
+        types = node.get("type")
+        is_string = types == "string" or (isinstance(types, list) and "string" in types)
+        if is_string and not {"maxLength", "enum", "const"} & set(node):
+            node["maxLength"] = limit
+    return schema
+
+
+def capped_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
+    """`capped` for each schema of a name-to-schema mapping (URL keywords, query parameters, filters)."""
+    for schema in parameters.values():
+        capped(schema)
+    return parameters
+
+
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_VALUES = ("items", "additionalProperties", "contains", "not", "if", "then", "else")
+
+
+def _subschemas(node: Any) -> Iterator[dict[str, Any]]:
+    """`node` and every schema inside it, by keyword: a property named "properties" is not taken for one."""
+    if not isinstance(node, dict):
+        return
+    yield node
+    for keyword in _SCHEMA_MAPS:
+        for child in (node.get(keyword) or {}).values():
+            yield from _subschemas(child)
+    for keyword in _SCHEMA_LISTS:
+        for child in node.get(keyword) or ():
+            yield from _subschemas(child)
+    for keyword in _SCHEMA_VALUES:
+        yield from _subschemas(node.get(keyword))
 
 
 def freeze(value: Any) -> Any:

@@ -4,7 +4,8 @@
 - MCP_TEST_CONFIRMATION_TTL=N: confirmations (and their sealed request state) expire after N seconds.
 - MCP_TEST_FAST_PATH=0: every request goes through the SDK (the fast path's differential test compares both).
 - MCP_TEST_JSON_RESPONSE=1: answer as JSON instead of SSE (the differential test runs in both modes).
-- The toolbox app adds tools that are slow, cancellable, chatty, large, chained or need confirmation.
+- The toolbox app adds tools that are slow, cancellable, chatty, large, chained or need confirmation, and a
+  routed DRF view with a nested serializer (tests/urls_live.py).
 - The CIMD fetcher accepts documents served over plain HTTP on 127.0.0.1, which the tests serve
   themselves. This relaxation exists here only, never in the demo or a deployment.
 """
@@ -15,6 +16,7 @@ from project.settings import *  # noqa: F403
 from project.settings import MCP_EXPOSE, OAUTH2_PROVIDER
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.toolbox"]  # noqa: F405
+ROOT_URLCONF = "tests.urls_live"
 
 MCP_EXPOSE = {
     **MCP_EXPOSE,

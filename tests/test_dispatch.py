@@ -3,6 +3,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -11,6 +12,7 @@ import anyio
 import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
+from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 import mcp_expose
@@ -26,6 +28,20 @@ pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
 class Out(TypedDict):
     n: int
+
+
+class Window(TypedDict):
+    start: int
+
+
+class Order(BaseModel):
+    item: str
+    window: Window
+
+
+@dataclass
+class Point:
+    x: int
 
 
 @pytest.fixture
@@ -97,6 +113,10 @@ def catalog(registry: CapabilityRegistry) -> Catalog:
             "agent": request.META.get("HTTP_USER_AGENT"),
         }
 
+    @tool(registry=registry, key="t.shapes")
+    def shapes(order: Order, where: Point) -> dict[str, Any]:
+        return {"item": order.item, "window": order.window, "x": where.x}
+
     return compile_catalog(registry, {}, "r")
 
 
@@ -146,6 +166,20 @@ async def test_bad_arguments_are_invalid_input(catalog: Catalog) -> None:
     outcome = await call_tool(catalog, principal(), "t.add", {"a": "two", "c": 1})
     assert outcome.failure is not None and outcome.failure.code == "invalid_input"
     assert {d["path"] for d in outcome.failure.details} == {"$.a", "$.c"}
+
+
+async def test_unknown_nested_keys_and_long_strings_are_invalid_input(catalog: Catalog) -> None:
+    good = {"order": {"item": "pen", "window": {"start": 1}}, "where": {"x": 2}}
+    assert (await call_tool(catalog, principal(), "t.shapes", good)).value == {"item": "pen", "window": {"start": 1}, "x": 2}
+    bad = {"order": {"item": "p" * 1001, "window": {"start": 1, "zzz": 2}, "zzz": 2}, "where": {"x": 2, "zzz": 2}}
+    outcome = await call_tool(catalog, principal(), "t.shapes", bad)
+    assert outcome.failure is not None and outcome.failure.code == "invalid_input"
+    assert [(p["path"], p["message"]) for p in outcome.failure.details] == [
+        ("$.order.item", "At most 1000 characters."),
+        ("$.order.window.zzz", "Unexpected argument; allowed here: start."),
+        ("$.order.zzz", "Unexpected argument; allowed here: item, window."),
+        ("$.where.zzz", "Unexpected argument; allowed here: x."),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -1,15 +1,17 @@
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import pytest
-from pydantic import BaseModel, Field
+from django.test import override_settings
+from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
 from mcp_expose import InvocationContext, Principal
 from mcp_expose.errors import DeclarationError, InvalidInput
-from mcp_expose.schema import build_signature, thaw
+from mcp_expose.schema import SchemaSignature, bounded, build_signature, generated_signature, thaw
 
 
 def schema_of(func: Any) -> dict[str, Any]:
@@ -88,7 +90,7 @@ def test_nested_models_are_inlined_without_refs() -> None:
     assert "$ref" not in text and "$defs" not in text
     person = schema["properties"]["person"]
     assert person["properties"]["home"]["properties"]["city"]["description"] == "City name."
-    assert person["properties"]["work"]["anyOf"][0]["properties"]["street"] == {"type": "string"}
+    assert person["properties"]["work"]["anyOf"][0]["properties"]["street"] == {"type": "string", "maxLength": 1000}
 
 
 def test_recursive_types_are_refused_with_advice() -> None:
@@ -228,3 +230,133 @@ def test_nested_serializers_are_inlined_and_self_nesting_is_refused() -> None:
     Node._declared_fields["child"] = Node()  # a serializer that contains itself
     with pytest.raises(DeclarationError, match="nest more than"):
         serializer_input_schema(Node(), origin="t")
+
+
+# Bounded strings and closed objects at every depth ------------------------------------------------------------
+
+class Window(TypedDict):
+    start: int
+
+
+@dataclass
+class Point:
+    x: int
+
+
+class Holder(BaseModel):
+    window: Window
+    point: Point
+    tags: list[Address] = []
+
+
+class Loose(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    kind: str
+
+
+def test_unbounded_strings_get_the_cap_and_declared_bounds_stay() -> None:
+    def f(
+        q: str,
+        short: Annotated[str, Field(max_length=3)],
+        mode: Literal["fast", "slow"],
+        tags: list[str],
+        maybe: str | None = None,
+        by_name: dict[str, str] | None = None,
+    ) -> None: ...
+
+    props = schema_of(f)["properties"]
+    assert props["q"] == {"type": "string", "maxLength": 1000}
+    assert props["short"]["maxLength"] == 3
+    assert "maxLength" not in props["mode"]
+    assert props["tags"]["items"] == {"type": "string", "maxLength": 1000}
+    assert props["maybe"]["anyOf"][0] == {"type": "string", "maxLength": 1000}
+    assert props["by_name"]["anyOf"][0]["additionalProperties"] == {"type": "string", "maxLength": 1000}
+    with override_settings(MCP_EXPOSE={"MAX_STRING_LENGTH": 20}):
+        assert schema_of(f)["properties"]["q"]["maxLength"] == 20
+
+
+def test_a_string_over_the_cap_is_invalid_input_naming_path_and_limit() -> None:
+    def f(q: str, person: Person | None = None) -> None: ...
+
+    signature = build_signature(f, origin="t")
+    with pytest.raises(InvalidInput) as caught:
+        signature.validate_arguments({"q": "x" * 60_000, "person": {"name": "y" * 1001, "home": {"street": "S", "city": "C"}}})
+    assert caught.value.details == [
+        {"path": "$.person.name", "message": "At most 1000 characters."},
+        {"path": "$.q", "message": "At most 1000 characters."},
+    ]
+    assert signature.validate_arguments({"q": "x" * 1000})["q"] == "x" * 1000
+
+
+def test_a_short_string_over_a_small_bound_is_not_echoed() -> None:
+    signature = SchemaSignature(bounded({"type": "object", "properties": {"code": {"type": "string", "maxLength": 4}}}))
+    with pytest.raises(InvalidInput) as caught:
+        signature.validate_arguments({"code": "secret"})
+    assert caught.value.details == [{"path": "$.code", "message": "At most 4 characters."}]
+
+
+def test_every_nested_object_is_closed_but_mappings_and_open_models_stay_open() -> None:
+    def f(holder: Holder, point: Point, loose: Loose, by_name: dict[str, Point], anything: dict[str, Any]) -> None: ...
+
+    props = schema_of(f)["properties"]
+    holder = props["holder"]
+    assert holder["additionalProperties"] is False
+    assert holder["properties"]["window"]["additionalProperties"] is False
+    assert holder["properties"]["point"]["additionalProperties"] is False
+    assert holder["properties"]["tags"]["items"]["additionalProperties"] is False
+    assert props["point"]["additionalProperties"] is False
+    assert props["loose"]["additionalProperties"] is True
+    assert props["by_name"]["additionalProperties"]["additionalProperties"] is False
+    assert props["anything"]["additionalProperties"] is True
+
+
+def test_unknown_nested_keys_are_refused_with_their_paths() -> None:
+    def f(holder: Holder, loose: Loose, by_name: dict[str, Point], anything: dict[str, Any]) -> None: ...
+
+    signature = build_signature(f, origin="t")
+    good = {
+        "holder": {"window": {"start": 1}, "point": {"x": 2}, "tags": [{"street": "S", "city": "C"}]},
+        "loose": {"kind": "k", "more": 1},
+        "by_name": {"home": {"x": 3}},
+        "anything": {"a": {"b": [1]}},
+    }
+    values = signature.validate_arguments(good)
+    assert values["holder"].window == {"start": 1} and values["loose"].more == 1
+    bad = {
+        "holder": {"window": {"start": 1, "zzz": 2}, "point": {"x": 2, "zzz": 2},
+                   "tags": [{"street": "S", "city": "C", "zzz": 2}], "zzz": 2},
+        "loose": {"kind": "k", "more": 1},
+        "by_name": {"home": {"x": 3, "zzz": 2}},
+        "anything": {"zzz": 2},
+    }
+    with pytest.raises(InvalidInput) as caught:
+        signature.validate_arguments(bad)
+    assert {(p["path"], p["message"].split(";")[0]) for p in caught.value.details} == {
+        (path, "Unexpected argument")
+        for path in ("$.holder.zzz", "$.holder.window.zzz", "$.holder.point.zzz", "$.holder.tags[0].zzz",
+                     "$.by_name.home.zzz")
+    }
+
+
+def test_drf_mappings_and_json_fields_stay_open_while_nested_serializers_are_closed() -> None:
+    from rest_framework import serializers
+
+    from mcp_expose.adapters.field_schema import serializer_input_schema
+
+    class Inner(serializers.Serializer):
+        note = serializers.CharField()
+
+    class Outer(serializers.Serializer):
+        inner = Inner()
+        labels = serializers.DictField(child=serializers.CharField())
+        extra = serializers.JSONField()
+
+    signature = generated_signature(serializer_input_schema(Outer(), origin="t"))
+    props = signature.input_schema["properties"]
+    assert props["inner"]["additionalProperties"] is False
+    assert props["labels"]["additionalProperties"] == {"type": "string"}  # a body takes what HTTP takes
+    assert "additionalProperties" not in props["extra"]
+    signature.validate_arguments({"inner": {"note": "n" * 5000}, "labels": {"any": "x"}, "extra": {"free": {"form": 1}}})
+    with pytest.raises(InvalidInput) as caught:
+        signature.validate_arguments({"inner": {"note": "n", "zzz": 1}, "labels": {"a": 1}, "extra": 1})
+    assert [p["path"] for p in caught.value.details] == ["$.inner.zzz", "$.labels.a"]

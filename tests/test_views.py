@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -320,3 +321,29 @@ def test_django_filter_parameters_filter_as_over_http(alice: User) -> None:
     ]
     bad = mcp(alice, "library.books.list", {"genre": "poetry"})
     assert failure(bad) == "invalid_input" and bad.failure.details[0]["path"] == "$.genre"
+
+
+# Bounded strings ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("tool", "arguments", "path"), [
+    ("library.authors.list", {"filters": {"name__icontains": "x" * 60_000}}, "$.filters.name__icontains"),
+    ("library.books.list", {"search": "x" * 60_000}, "$.search"),
+    ("library.catalogue_page", {"q": "x" * 60_000}, "$.q"),
+    ("library.search_books", {"query": "x" * 60_000}, "$.query"),
+])
+def test_a_long_search_string_never_reaches_the_database(
+    alice: User, caplog: pytest.LogCaptureFixture, tool: str, arguments: dict[str, Any], path: str
+) -> None:
+    alice.user_permissions.add(Permission.objects.get(codename="view_author"))
+    with caplog.at_level(logging.INFO):
+        outcome = mcp(alice, tool, arguments)
+    assert failure(outcome) == "invalid_input"
+    assert outcome.failure.details == [{"path": path, "message": "At most 1000 characters."}]
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING or record.exc_info]
+
+
+def test_a_search_string_at_the_cap_is_searched(alice: User) -> None:
+    alice.user_permissions.add(Permission.objects.get(codename="view_author"))
+    listing = mcp(alice, "library.authors.list", {"filters": {"name__icontains": "x" * 1000}}).value
+    assert listing == {"results": [], "next_cursor": None}
+    assert mcp(alice, "library.books.list", {"search": "x" * 1000}).value["results"] == []

@@ -10,6 +10,9 @@ from django.core import signing
 from ..errors import InvalidInput
 
 SALT = "mcp_expose.cursor"
+# A cursor carries a page's query (each string within its own bound, then escaped, compressed and encoded), so
+# it has a bound of its own rather than MAX_STRING_LENGTH; its signature is checked before anything reads it.
+CURSOR_MAX_LENGTH = 100_000
 
 
 def cursor_for_url(url: str | None, scope: str) -> str | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..context import InvocationContext
 from ..errors import AccessDenied, DeclarationError, InvalidInput
-from ..schema import object_schema
+from ..schema import capped_parameters, object_schema
 from .field_schema import form_input_schema
 from .http import content_of, is_login_redirect, raise_for_status, redirect_location, view_request
 from .routes import Route
@@ -60,10 +60,10 @@ def query_param_schema(name: str, spec: Any) -> dict[str, Any]:
 
 
 def operation_schema(operation: ViewOperation, origin: str) -> dict[str, Any]:
-    properties = operation.route.kwarg_properties()
+    properties = capped_parameters(operation.route.kwarg_properties())
     required = list(properties)
     operation.kwarg_names = frozenset(properties)
-    query = {name: query_param_schema(name, spec) for name, spec in operation.query_params.items()}
+    query = capped_parameters({name: query_param_schema(name, spec) for name, spec in operation.query_params.items()})
     paginate_by = getattr(operation.view, "paginate_by", None)
     if operation.method == "get" and paginate_by and "page" not in query:
         query["page"] = {"type": "integer", "minimum": 1, "description": f"Page number ({paginate_by} per page)."}

@@ -16,8 +16,8 @@ from typing import Any
 
 from ..context import InvocationContext
 from ..errors import DeclarationError
-from ..schema import object_schema
-from .cursors import cursor_for_url, read_cursor
+from ..schema import capped_parameters, object_schema
+from .cursors import CURSOR_MAX_LENGTH, cursor_for_url, read_cursor
 from .field_schema import serializer_input_schema
 from .http import raise_for_status, view_request
 from .routes import Route
@@ -111,9 +111,11 @@ def operation_schema(operation: Operation, origin: str) -> dict[str, Any]:
             query.update({name: schema for name, schema in _parameters(paginator, view).items() if name != PAGINATOR_CURSOR})
             query[PAGINATOR_CURSOR] = {
                 "type": "string",
+                "maxLength": CURSOR_MAX_LENGTH,
                 "description": "Pass the next_cursor or previous_cursor of a previous result to get that page.",
             }
-    _merge(properties, query, origin, "query parameter")
+    capped_parameters(properties)  # URL keywords
+    _merge(properties, capped_parameters(query), origin, "query parameter")
     operation.query_names = frozenset(query)
     body: dict[str, Any] = {}
     if operation.method in BODY_METHODS:

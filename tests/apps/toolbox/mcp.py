@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Annotated
 
 from django.db import connection
-from pydantic import Field
+from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
 
 import mcp_expose
 from mcp_expose import Elicit, InvocationContext
 from mcp_expose.outbound import mcp_client
 from project.library.models import Author
+
+from .api import ShipmentView
 
 
 def _wait(seconds: float) -> None:
@@ -133,3 +137,34 @@ async def sdk_caller() -> dict[str, object]:
 def colliding_keys() -> dict[object, str]:
     """Two keys that become the same JSON key: refused as an internal failure, whoever answers the call."""
     return {1: "one", "1": "also one"}
+
+
+class Tag(BaseModel):
+    name: str
+
+
+class Window(TypedDict):
+    start: int
+    end: int
+
+
+@dataclass
+class Point:
+    x: int
+    y: int
+
+
+class Order(BaseModel):
+    item: str
+    window: Window
+    tags: list[Tag] = []
+
+
+@mcp_expose.tool(read_only=True)
+def shapes(order: Order, where: Point, labels: dict[str, Tag] | None = None) -> dict[str, object]:
+    """Nested shapes of every kind (a model holding a TypedDict and a list of models, a dataclass, a mapping)."""
+    return {"item": order.item, "window": order.window, "tags": len(order.tags), "x": where.x,
+            "labels": sorted(labels or {})}
+
+
+mcp_expose.expose_view(ShipmentView)
