@@ -427,6 +427,23 @@ class ToolCall(models.Model):
         return f"{self.tool_name} by {self.username or self.auth_method}: {self.outcome}"
 
 
+class ListingCount(models.Model):
+    """tools/list calls in one hour, added to in the database by each process's tally: one UPDATE adds
+    atomically whichever processes flush at once, and a row is neither evicted nor expired, as a cache
+    counter is (the file and database caches add by reading then writing, which loses what another
+    process added meanwhile and resets the key's expiry to the cache's default timeout)."""
+
+    hour = models.DateTimeField(_("hour"), unique=True)
+    calls = models.PositiveBigIntegerField(_("tools/list calls"), default=0)
+
+    class Meta:
+        verbose_name = _("tools/list calls per hour")
+        verbose_name_plural = _("tools/list calls per hour")
+
+    def __str__(self) -> str:
+        return f"{self.hour:%Y-%m-%d %H:00}: {self.calls}"
+
+
 ARGUMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 

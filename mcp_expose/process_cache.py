@@ -1,4 +1,4 @@
-"""The cache backend our requests use (stamps, rate limits, question rounds, listing counters): one instance
+"""The cache backend our requests use (stamps, rate limits, question rounds): one instance
 per process, where the backend is safe to share between threads.
 
 Django keeps one cache backend instance per thread *and per asyncio context* (`caches` is an asgiref

@@ -11,15 +11,16 @@ from typing import Any
 
 import anyio
 from asgiref.sync import sync_to_async
+from django.db import IntegrityError, transaction
+from django.db.models import F, Sum
 from django.utils import timezone
 
-from .process_cache import process_cache
+from .db import tidies_connections
 
 DENIALS = frozenset({"permission_denied", "rate_limited", "declined", "unknown_tool"})
 NOT_ERRORS = frozenset({"ok", "confirmation_required"}) | DENIALS
 WINDOWS = {"day": timedelta(days=1), "week": timedelta(days=7)}
 logger = logging.getLogger("mcp_expose.usage")
-LIST_COUNTER_KEY = "mcp_expose:list-count:{hour}"
 
 
 @dataclass(frozen=True)
@@ -73,29 +74,35 @@ def tool_stats(since: datetime) -> list[ToolStats]:
     return stats
 
 
-def listing_hour() -> str:
-    return timezone.now().strftime("%Y%m%d%H")
+def listing_hour(moment: datetime | None = None) -> datetime:
+    """The start of the hour holding `moment` (default: now), which a listing is counted under."""
+    return (moment or timezone.now()).replace(minute=0, second=0, microsecond=0)
 
 
-def count_list_call(count: int = 1, hour: str | None = None) -> None:
-    """Add `count` tools/list calls to an hour's cache counter (listing is too frequent for a row each)."""
-    cache = process_cache()
-    key = LIST_COUNTER_KEY.format(hour=hour or listing_hour())
-    if not cache.add(key, count, 8 * 86400):
-        try:
-            cache.incr(key, count)
-        except ValueError:
-            cache.add(key, count, 8 * 86400)
+@tidies_connections
+def count_list_call(count: int = 1, hour: datetime | None = None) -> None:
+    """Add `count` tools/list calls to an hour's row (listing is too frequent for a row each)."""
+    from .models import ListingCount
+
+    hour = hour or listing_hour()
+    added = F("calls") + count
+    if ListingCount.objects.filter(hour=hour).update(calls=added):
+        return
+    try:
+        with transaction.atomic():
+            ListingCount.objects.create(hour=hour, calls=count)
+    except IntegrityError:  # another process made the hour's row first
+        ListingCount.objects.filter(hour=hour).update(calls=added)
 
 
 class ListingTally:
-    """Listings counted in this process's memory and added to the shared counter every `flush_seconds`
-    (and at an hour's end, and at shutdown): a listing costs no cache round trip."""
+    """Listings counted in this process's memory and added to the hour's row every `flush_seconds`
+    (and at an hour's end, and at shutdown): a listing costs no database round trip."""
 
     def __init__(self, flush_seconds: float = 1.0) -> None:
         self.flush_seconds = flush_seconds
         self.pending = 0
-        self.hour: str | None = None
+        self.hour: datetime | None = None
         self.flushed_at = time.monotonic()
 
     async def count(self) -> None:
@@ -112,12 +119,15 @@ class ListingTally:
         self.pending, self.flushed_at = 0, time.monotonic()
         if not pending:
             return
-        try:
-            await sync_to_async(count_list_call, thread_sensitive=False)(pending, hour)
-        except BaseException:
-            if self.hour == hour:
-                self.pending += pending  # try again with the next flush
-            raise
+        # Shielded: once the thread is adding, the outcome is known before a cancellation lands. Else a
+        # listing cancelled meanwhile would take its count back while the thread still wrote it.
+        with anyio.CancelScope(shield=True):
+            try:
+                await sync_to_async(count_list_call, thread_sensitive=False)(pending, hour)
+            except Exception:
+                if self.hour == hour:
+                    self.pending += pending  # not written: try again with the next flush
+                raise
 
     async def keep_flushing(self) -> None:
         """Flush every `flush_seconds` while listings wait, so an idle server does not sit on them."""
@@ -126,16 +136,16 @@ class ListingTally:
             if self.pending:
                 try:
                     await self.flush()
-                except Exception:  # noqa: BLE001  (the cache is down: counted again next time)
-                    logger.warning("Could not add tools/list calls to the listing counter", exc_info=True)
+                except Exception:  # noqa: BLE001  (the database is down: counted again next time)
+                    logger.warning("Could not add tools/list calls to the listing count", exc_info=True)
 
 
 def list_calls(window: timedelta) -> int:
-    cache = process_cache()
-    now = timezone.now()
-    hours = int(window.total_seconds() // 3600)
-    keys = [LIST_COUNTER_KEY.format(hour=(now - timedelta(hours=h)).strftime("%Y%m%d%H")) for h in range(hours)]
-    return sum(cache.get_many(keys).values())
+    """tools/list calls in every hour that `window` reaches into, from the one it starts in to the current one."""
+    from .models import ListingCount
+
+    since = listing_hour(timezone.now() - window)
+    return ListingCount.objects.filter(hour__gte=since).aggregate(total=Sum("calls"))["total"] or 0
 
 
 def summary() -> dict[str, Any]:

@@ -18,6 +18,9 @@ import httpx2
 ROOT = Path(__file__).resolve().parent.parent
 # The demo settings plus the test switches and toolbox (see tests/settings_live.py).
 LIVE_SETTINGS = {"DJANGO_SETTINGS_MODULE": "tests.settings_live"}
+# Every wait below ends on its event (the server answers or exits, the command or the shutdown returns); this only
+# stops a hang. Generous, since a loaded machine shared by several runs can be many times slower than an idle one.
+HANG_GUARD_SECONDS = 600.0
 
 
 def free_port() -> int:
@@ -45,7 +48,7 @@ def manage(
         capture_output=True,
         text=True,
         input=input_text,
-        timeout=120,
+        timeout=HANG_GUARD_SECONDS,
     )
     if result.returncode != 0:
         raise AssertionError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
@@ -87,7 +90,7 @@ class LiveServer:
         return self.log_path.read_text(errors="replace")
 
 
-def _wait_until_serving(server: LiveServer, timeout: float = 30.0) -> None:
+def _wait_until_serving(server: LiveServer, timeout: float = HANG_GUARD_SECONDS) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
@@ -131,7 +134,7 @@ def start_server(
 def stop_server(server: LiveServer) -> None:
     server.process.terminate()
     try:
-        server.process.wait(timeout=10)
+        server.process.wait(timeout=HANG_GUARD_SECONDS)
     except subprocess.TimeoutExpired:
         server.process.kill()
         server.process.wait()

@@ -7,7 +7,9 @@ server-to-client requests mid-call; the default stateless legacy path says plain
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -108,28 +110,47 @@ async def test_one_tool_asks_in_both_eras(stateful: LiveServer, mode: str) -> No
 
 
 async def test_2026_rounds_carry_sealed_state_that_grows(stateful: LiveServer) -> None:
-    scripted = ScriptedClient(name="Ada", color="green")
+    scripted = ScriptedClient()
     http, client = scripted.client(stateful.mcp_url, "auto")
     async with http, client:
         first = await client.session.call_tool("test_input_required_result_multi_round", {}, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult) and list(first.input_requests) == ["step1"]
-        answer = types.ElicitResult(action="accept", content={"name": "Ada"})
+        answer = types.ElicitResult(action="accept", content={"name": SECRET_ANSWER})
         second = await client.session.call_tool(
             "test_input_required_result_multi_round", {}, allow_input_required=True,
             input_responses={"step1": answer}, request_state=first.request_state,
         )
         assert isinstance(second, types.InputRequiredResult) and list(second.input_requests) == ["step2"]
-        assert second.request_state != first.request_state
-        # The state is sealed: the first answer cannot be read from it, nor changed in it.
-        assert "Ada" not in (second.request_state or "")
-        tampered = (second.request_state or "")[:-4] + "AAAA"
+        assert first.request_state and second.request_state and second.request_state != first.request_state
+        # The state carries the first answer (it grows by it), sealed: it cannot be read from the state's bytes...
+        assert len(second.request_state) > len(first.request_state) + len(SECRET_ANSWER)
+        assert SECRET_ANSWER.encode() not in state_bytes(second.request_state)
+        # ...nor changed in it: one bit flipped in the ciphertext and the server refuses the state.
         with pytest.raises(MCPError) as refused:
             await client.session.call_tool(
                 "test_input_required_result_multi_round", {}, allow_input_required=True,
                 input_responses={"step2": types.ElicitResult(action="accept", content={"color": "red"})},
-                request_state=tampered,
+                request_state=flipped(second.request_state),
             )
     assert refused.value.error.code == types.INVALID_PARAMS
+
+
+# Twenty-seven letters: as likely in random ciphertext as a guessed 216-bit key, unlike a three-letter name.
+SECRET_ANSWER = "Ada Augusta King of Lovelace"
+
+
+def state_bytes(state: str) -> bytes:
+    """Every base64url run in a request state, decoded and joined: the bytes a client can read from it."""
+    runs = [run for run in re.findall(r"[A-Za-z0-9_-]{4,}", state) if len(run) % 4 != 1]  # 1 cannot be base64
+    return b"".join(base64.urlsafe_b64decode(run + "=" * (-len(run) % 4)) for run in runs)
+
+
+def flipped(state: str) -> str:
+    """The state with one bit of its middle byte flipped, encoded back as the SDK encodes it."""
+    prefix, _, encoded = state.rpartition(".")
+    raw = bytearray(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
+    raw[len(raw) // 2] ^= 0x01
+    return f"{prefix}.{base64.urlsafe_b64encode(bytes(raw)).decode().rstrip('=')}"
 
 
 async def test_an_undeclared_capability_is_refused_before_asking(stateful: LiveServer) -> None:

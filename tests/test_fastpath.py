@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import json
 import random
+import signal
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -21,7 +22,7 @@ import pytest
 
 from mcp_expose.usage_report import ListingTally, list_calls
 
-from .live import LIVE_SETTINGS, LiveServer, manage, run_server
+from .live import LIVE_SETTINGS, LiveServer, manage, prepare_demo, run_server
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -276,45 +277,133 @@ def test_callers_differing_only_in_what_no_tool_asks_share_one_encoded_listing(r
     assert visibility(caller({"shop:read"}, set()), catalog) != base
 
 
+async def counted() -> int:
+    """Listings counted in the last two hours, read from an async test."""
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(list_calls)(timedelta(hours=2))
+
+
 @pytest.mark.anyio
 async def test_a_failed_flush_keeps_its_count_and_an_idle_tally_flushes_by_itself(
-    db: None, monkeypatch: pytest.MonkeyPatch
+    transactional_db: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import threading
+
     import anyio
 
     from mcp_expose import usage_report
 
     tally = ListingTally(flush_seconds=0.05)
-    before = list_calls(timedelta(hours=2))
+    before = await counted()
     real = usage_report.count_list_call
+    written = threading.Event()
 
-    def cache_down(count: int = 1, hour: str | None = None) -> None:
-        raise ConnectionError("cache unavailable")
+    def database_down(count: int = 1, hour: Any = None) -> None:
+        raise ConnectionError("database unavailable")
 
-    monkeypatch.setattr(usage_report, "count_list_call", cache_down)
+    def write(count: int = 1, hour: Any = None) -> None:
+        real(count, hour)
+        written.set()
+
+    monkeypatch.setattr(usage_report, "count_list_call", database_down)
     for _ in range(3):
         with contextlib.suppress(ConnectionError):
             await tally.count()
-    assert tally.pending == 3 and list_calls(timedelta(hours=2)) == before
-    monkeypatch.setattr(usage_report, "count_list_call", real)
+    assert tally.pending == 3 and await counted() == before
+    monkeypatch.setattr(usage_report, "count_list_call", write)
     async with anyio.create_task_group() as group:
         group.start_soon(tally.keep_flushing)
-        await anyio.sleep(0.3)  # no listing arrives: the tally flushes on its own
+        await anyio.to_thread.run_sync(written.wait)  # no listing arrives: the tally flushes on its own
         group.cancel_scope.cancel()
-    assert tally.pending == 0 and list_calls(timedelta(hours=2)) == before + 3
+    assert tally.pending == 0 and await counted() == before + 3
 
 
 @pytest.mark.anyio
-async def test_listings_are_counted_in_memory_and_flushed(db: None) -> None:
+async def test_listings_are_counted_in_memory_and_flushed(transactional_db: None) -> None:
     tally = ListingTally(flush_seconds=3600)
-    before = list_calls(timedelta(hours=2))
+    before = await counted()
     for _ in range(5):
         await tally.count()
-    assert list_calls(timedelta(hours=2)) == before  # not yet flushed
+    assert await counted() == before  # not yet flushed
     await tally.flush()
-    assert list_calls(timedelta(hours=2)) == before + 5
+    assert await counted() == before + 5
     await tally.flush()
-    assert list_calls(timedelta(hours=2)) == before + 5  # nothing counted twice
+    assert await counted() == before + 5  # nothing counted twice
+
+
+@pytest.mark.anyio
+async def test_a_flush_cancelled_while_it_writes_counts_once(
+    transactional_db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing's task may be cancelled while its flush is being written: the write then lands all the
+    same, so the tally must not take the count back to write it again."""
+    import threading
+
+    import anyio
+
+    from mcp_expose import usage_report
+
+    tally = ListingTally(flush_seconds=3600)
+    before = await counted()
+    writing, release, written = threading.Event(), threading.Event(), threading.Event()
+    real = usage_report.count_list_call
+
+    def slow_write(count: int = 1, hour: Any = None) -> None:
+        writing.set()
+        release.wait(10)
+        real(count, hour)
+        written.set()
+
+    monkeypatch.setattr(usage_report, "count_list_call", slow_write)
+    for _ in range(3):
+        await tally.count()
+    async with anyio.create_task_group() as group:
+        group.start_soon(tally.flush)
+        await anyio.to_thread.run_sync(writing.wait)
+        group.cancel_scope.cancel()
+        release.set()
+    await anyio.to_thread.run_sync(written.wait)
+    assert tally.pending == 0
+    await tally.flush()
+    assert await counted() == before + 3
+
+
+def test_the_listing_count_is_kept_when_the_cache_is_cleared(transactional_db: None) -> None:
+    """A cache may evict or expire any key (the file cache culls at random past MAX_ENTRIES, and its
+    read-then-write increment reset the key to the default five-minute timeout): the count is not kept there."""
+    from mcp_expose.process_cache import process_cache
+    from mcp_expose.usage_report import count_list_call
+
+    before = list_calls(timedelta(hours=2))
+    count_list_call(4)
+    process_cache().clear()
+    assert list_calls(timedelta(hours=2)) == before + 4
+
+
+def test_the_listing_count_covers_every_hour_its_window_reaches(transactional_db: None) -> None:
+    from mcp_expose.usage_report import count_list_call, listing_hour
+
+    count_list_call(2)
+    count_list_call(7, listing_hour() - timedelta(hours=3))
+    assert list_calls(timedelta(minutes=30)) == 2  # less than an hour still reaches the current one
+    assert list_calls(timedelta(hours=2)) == 2
+    assert list_calls(timedelta(days=1)) == 9
+
+
+def test_pruning_usage_deletes_old_listing_counts(db: None) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from mcp_expose.usage_report import count_list_call, listing_hour
+
+    count_list_call(2)
+    count_list_call(5, listing_hour() - timedelta(days=8))
+    out = StringIO()
+    call_command("mcp_prune_usage", "--days", "7", stdout=out)
+    assert "1 hourly listing counts" in out.getvalue()
+    assert list_calls(timedelta(days=30)) == 2
 
 
 @pytest.mark.parametrize("method", ["tools/list", "tools/call"])
@@ -324,22 +413,22 @@ def test_the_corpus_is_varied(method: str) -> None:
     assert len({(tuple(sorted(headers.items())), body) for headers, body in corpus}) > CORPUS_SIZE // 8
 
 
-def test_every_listing_is_counted_once_whoever_answers_it(fast: LiveServer, key: str, data: Path) -> None:
-    import time
-
-    count = ("from datetime import timedelta; from mcp_expose.usage_report import list_calls; "
-             "print(list_calls(timedelta(hours=2)))")
-    before = int(manage(data, "shell", "-c", count).stdout.split()[-1])
+def test_every_listing_is_counted_once_whoever_answers_it(tmp_path: Path) -> None:
+    """Its own database and server, so no other server's listings land in the count; stopping the server
+    flushes its tally, so the count is read after that event, not after a guessed delay."""
+    key = prepare_demo(tmp_path)
     body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": META}})
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list", "Authorization": f"Bearer {key}",
-               "X-Conversation-Id": f"count-{time.time_ns()}"}
-    # A new catalog revision first, so the first listing is the SDK's (a miss) and the rest are encoded bytes.
-    manage(data, "shell", "-c", "from mcp_expose.signals import catalog_changed; catalog_changed()")
-    for _ in range(5):
-        assert httpx2.post(fast.mcp_url, content=body, headers=headers).status_code == 200
-    time.sleep(1.5)  # the tally flushes every second
-    assert int(manage(data, "shell", "-c", count).stdout.split()[-1]) == before + 5
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list", "Authorization": f"Bearer {key}"}
+    with run_server(tmp_path, **LIVE_SETTINGS, MCP_TEST_FAST_PATH="1") as server:
+        # The first listing is the SDK's (nothing encoded yet), the other four the encoded bytes.
+        for _ in range(5):
+            assert httpx2.post(server.mcp_url, content=body, headers=headers).status_code == 200
+    # A clean shutdown, which flushes the tally (uvicorn ends by raising the signal it handled).
+    assert server.process.returncode in (0, -signal.SIGTERM), server.log()
+    count = ("from datetime import timedelta; from mcp_expose.usage_report import list_calls; "
+             "print(list_calls(timedelta(hours=2)))")
+    assert int(manage(tmp_path, "shell", "-c", count, env=LIVE_SETTINGS).stdout.split()[-1]) == 5
 
 
 async def _admitted(headers: dict[str, str], body: bytes) -> bool:

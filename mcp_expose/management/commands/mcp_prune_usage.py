@@ -8,14 +8,14 @@ from django.utils import timezone
 
 
 class Command(BaseCommand):
-    help = "Delete usage rows and answered confirmations older than --days, in batches; mark lapsed ones expired."
+    help = "Delete usage rows, hourly listing counts and answered confirmations older than --days, in batches; mark lapsed ones expired."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--days", type=int, default=90, help="Keep this many days (default 90).")
         parser.add_argument("--batch-size", type=int, default=1000, help="Rows deleted per statement (default 1000).")
 
     def handle(self, *args: Any, days: int, batch_size: int, **options: Any) -> None:
-        from ...models import Confirmation, ToolCall
+        from ...models import Confirmation, ListingCount, ToolCall
 
         if days < 0 or batch_size < 1:
             raise CommandError("--days must be 0 or more and --batch-size at least 1.")
@@ -25,11 +25,12 @@ class Command(BaseCommand):
             status=Confirmation.Status.EXPIRED
         )
         calls = _delete_in_batches(ToolCall.objects.filter(created_at__lt=cutoff), batch_size)
+        listings = ListingCount.objects.filter(hour__lt=cutoff).delete()[0]  # one row an hour: few
         confirmations = _delete_in_batches(
             Confirmation.objects.filter(created_at__lt=cutoff).exclude(status=Confirmation.Status.PENDING), batch_size
         )
         self.stdout.write(
-            f"Deleted {calls} tool calls and {confirmations} confirmations older than {days} days; "
+            f"Deleted {calls} tool calls, {listings} hourly listing counts and {confirmations} confirmations older than {days} days; "
             f"{expired} unanswered confirmations marked expired."
         )
 
