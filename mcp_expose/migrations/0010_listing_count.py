@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("mcp_expose", "0008_toolcall_tool_name_index_is_the_composite"),
+        ("mcp_expose", "0009_credential_leaks"),
     ]
 
     operations = [
