@@ -56,6 +56,9 @@ DEFAULTS: dict[str, Any] = {
     # Answer calls to tools the caller may not use as unknown tools (-32602) instead of a 403 step-up
     # challenge, so that their existence does not leak.
     "HIDE_FORBIDDEN_TOOLS": False,
+    # Dotted paths of the middleware a view-backed call runs through, outermost first, for views that rely on
+    # request attributes middleware sets (tenant, locale). The project's MIDDLEWARE does not run for them.
+    "VIEW_MIDDLEWARE": [],
     # Default per-tool limits; code and the admin can only tighten them.
     "TOOL_TIMEOUT": 30.0,
     "MAX_RESULT_BYTES": 100_000,

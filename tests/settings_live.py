@@ -4,6 +4,7 @@
 - MCP_TEST_CONFIRMATION_TTL=N: confirmations (and their sealed request state) expire after N seconds.
 - MCP_TEST_FAST_PATH=0: every request goes through the SDK (the fast path's differential test compares both).
 - MCP_TEST_JSON_RESPONSE=1: answer as JSON instead of SSE (the differential test runs in both modes).
+- MCP_TEST_VIEW_MIDDLEWARE=a.B,c.d: VIEW_MIDDLEWARE, comma-separated (the toolbox's middleware).
 - The toolbox app adds tools that are slow, cancellable, chatty, large, chained or need confirmation.
 - The CIMD fetcher accepts documents served over plain HTTP on 127.0.0.1, which the tests serve
   themselves. This relaxation exists here only, never in the demo or a deployment.
@@ -15,6 +16,7 @@ from project.settings import *  # noqa: F403
 from project.settings import MCP_EXPOSE, OAUTH2_PROVIDER
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.toolbox"]  # noqa: F405
+ROOT_URLCONF = "tests.urls"  # the demo's, plus the toolbox's views
 
 MCP_EXPOSE = {
     **MCP_EXPOSE,
@@ -22,5 +24,6 @@ MCP_EXPOSE = {
     "CONFIRMATION_TTL": int(os.environ.get("MCP_TEST_CONFIRMATION_TTL", "600")),
     "FAST_PATH": os.environ.get("MCP_TEST_FAST_PATH", "1") == "1",
     "JSON_RESPONSE": os.environ.get("MCP_TEST_JSON_RESPONSE") == "1",
+    "VIEW_MIDDLEWARE": [path for path in os.environ.get("MCP_TEST_VIEW_MIDDLEWARE", "").split(",") if path],
 }
 OAUTH2_PROVIDER = {**OAUTH2_PROVIDER, "CIMD_METADATA_FETCHER": "tests.cimd.LoopbackMetadataFetcher"}

@@ -13,6 +13,8 @@ from mcp_expose import Elicit, InvocationContext
 from mcp_expose.outbound import mcp_client
 from project.library.models import Author
 
+from . import views
+
 
 def _wait(seconds: float) -> None:
     """Sleep in small steps, touching the database each time (as real work would)."""
@@ -127,3 +129,8 @@ async def sdk_caller() -> dict[str, object]:
 
     token = get_access_token()
     return {"client_id": token.client_id if token else None, "scopes": token.scopes if token else None}
+
+
+# Views that read what VIEW_MIDDLEWARE sets on the request (tests/urls.py routes them).
+mcp_expose.expose_view(views.TenantView, read_only=True)
+mcp_expose.expose_view(views.tenant_page, methods=["get"], read_only=True)
