@@ -131,6 +131,14 @@ async def sdk_caller() -> dict[str, object]:
     return {"client_id": token.client_id if token else None, "scopes": token.scopes if token else None}
 
 
+@mcp_expose.tool(read_only=True, scopes=["library:write"])
+def routed(
+    region: Annotated[str, Field(description="Also sent as Mcp-Param-Region.", json_schema_extra={"x-mcp-header": "Region"})],
+) -> str:
+    """A parameter mirrored into a header the SDK checks, behind a scope: hidden, it must answer like an unknown tool."""
+    return region
+
+
 # Views that read what VIEW_MIDDLEWARE sets on the request (tests/urls.py routes them).
 mcp_expose.expose_view(views.TenantView, read_only=True)
 mcp_expose.expose_view(views.tenant_page, methods=["get"], read_only=True)
