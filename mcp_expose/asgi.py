@@ -48,6 +48,7 @@ from .revision import REVISION_KEY, local_stamp_cache, read_stamps
 from .server import (
     CATALOG_SCOPE_KEY,
     PRINCIPAL_SCOPE_KEY,
+    SDK_CALLER,
     build_server,
     count_listing,
     listing_tally,
@@ -81,8 +82,7 @@ class McpExposeASGI:
         self.bus = InMemorySubscriptionBus()
         self.relay = ChangeRelay(self.bus, sessions)
         self.manager = SessionManager(
-            app=build_server(provider=self.provider, subscription_bus=self.bus, stateful_legacy=stateful,
-                             sessions=sessions),
+            app=build_server(subscription_bus=self.bus, stateful_legacy=stateful, sessions=sessions),
             json_response=conf.JSON_RESPONSE,
             # By default the legacy (2025-11-25) path runs stateless too: any worker can answer any request.
             stateless=not stateful,
@@ -231,7 +231,11 @@ class McpExposeASGI:
 
     async def _through_sdk(self, scope: Scope, receive: Receive, caller: Callable[[], AuthenticatedUser],
                            send: Send) -> None:
-        await self.mcp_app({**scope, "user": caller()}, receive, send)
+        token = SDK_CALLER.set((scope[PRINCIPAL_SCOPE_KEY], scope[CATALOG_SCOPE_KEY]))
+        try:
+            await self.mcp_app({**scope, "user": caller()}, receive, send)
+        finally:
+            SDK_CALLER.reset(token)
 
     async def _serve_metadata(self, scope: Scope, receive: Receive, send: Send) -> None:
         """RFC 9728 protected resource metadata, at the path form and the root form."""

@@ -6,7 +6,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 
+from .adapters.middleware import middleware_factory
 from .conf import DEFAULTS, get_settings
 from .registry import CapabilityRegistry
 from .registry import registry as default_registry
@@ -64,6 +66,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                     id="mcp_expose.E007",
                 )
             )
+    messages += _view_middleware_messages(conf.VIEW_MIDDLEWARE)
     cache_alias = conf.CACHE_ALIAS
     backend = settings.CACHES.get(cache_alias, {}).get("BACKEND", "")
     if cache_alias not in settings.CACHES:
@@ -84,6 +87,20 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="mcp_expose.W001",
             )
         )
+    return messages
+
+
+def _view_middleware_messages(paths: Any) -> list[checks.CheckMessage]:
+    """Each VIEW_MIDDLEWARE entry must import as a sync-capable middleware factory."""
+    hint = "List dotted paths of middleware, as in MIDDLEWARE, such as 'myproject.middleware.TenantMiddleware'."
+    if not isinstance(paths, list | tuple):
+        return [checks.Error(f"MCP_EXPOSE['VIEW_MIDDLEWARE'] is {paths!r}.", hint=hint, id="mcp_expose.E013")]
+    messages: list[checks.CheckMessage] = []
+    for path in paths:
+        try:
+            middleware_factory(path)
+        except ImproperlyConfigured as exc:
+            messages.append(checks.Error(str(exc), hint=hint, id="mcp_expose.E013"))
     return messages
 
 

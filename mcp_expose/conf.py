@@ -53,9 +53,13 @@ DEFAULTS: dict[str, Any] = {
     "SCOPE_HIERARCHY": {},
     # scopes_supported in the protected resource metadata. None: just the base scope (keep it minimal).
     "SCOPES_SUPPORTED": None,
-    # Answer calls to tools the caller may not use as unknown tools (-32602) instead of a 403 step-up
-    # challenge, so that their existence does not leak.
+    # Off: an OAuth call to a tool the token lacks only scopes for gets a 403 step-up challenge naming them
+    # (telling an authenticated caller the tool exists). On: it answers exactly as an unknown tool (-32602).
+    # Unknown, disabled and otherwise forbidden tools answer as unknown either way.
     "HIDE_FORBIDDEN_TOOLS": False,
+    # Dotted paths of the middleware a view-backed call runs through, outermost first, for views that rely on
+    # request attributes middleware sets (tenant, locale). The project's MIDDLEWARE does not run for them.
+    "VIEW_MIDDLEWARE": [],
     # Default per-tool limits; code and the admin can only tighten them.
     "TOOL_TIMEOUT": 30.0,
     "MAX_RESULT_BYTES": 100_000,

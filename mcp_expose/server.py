@@ -13,6 +13,7 @@ import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 import mcp_types as types
@@ -27,8 +28,7 @@ from pydantic import ValidationError
 
 from . import __version__
 from .asking import Answer, BackChannel, ClientInput, InputRequired, MissingClientCapability, Question
-from .catalog import Catalog, CatalogProvider, ToolEntry
-from .catalog import provider as default_provider
+from .catalog import Catalog, ToolEntry
 from .chain import InvalidChain, read_chain
 from .conf import get_settings
 from .confirmation import StaleConfirmation
@@ -51,6 +51,8 @@ logger = logging.getLogger("mcp_expose.server")
 
 PRINCIPAL_SCOPE_KEY = "mcp_expose.principal"
 CATALOG_SCOPE_KEY = "mcp_expose.catalog"
+# The caller and catalog of the HTTP request the SDK is answering, for what the SDK asks with a name only.
+SDK_CALLER: ContextVar[tuple[Principal, Catalog] | None] = ContextVar("mcp_expose.sdk_caller", default=None)
 
 Resolver = Callable[[ServerRequestContext[Any]], Awaitable[tuple[Principal, Catalog]]]
 Handler = Callable[[ServerRequestContext[Any], Any], Awaitable[Any]]
@@ -155,7 +157,6 @@ def _b64(data: bytes) -> str:
 def build_server(
     *,
     resolve: Resolver = resolve_from_scope,
-    provider: CatalogProvider | None = None,
     base_url: str = "",
     subscription_bus: Any = None,
     stateful_legacy: bool = False,
@@ -167,7 +168,6 @@ def build_server(
     `stateful_legacy` adds what only a 2025-11-25 session can use: `logging/setLevel` and resource
     subscriptions (stdio, and HTTP with `LEGACY_SESSIONS`).
     """
-    provider = provider if provider is not None else default_provider
     conf = get_settings()
     sessions = sessions if sessions is not None else SessionMemory()
 
@@ -293,10 +293,14 @@ def build_server(
         return types.EmptyResult()
 
     def input_schema_for(name: str) -> Mapping[str, Any] | None:
-        # Used by the SDK only to check `Mcp-Param-*` headers; the last compiled catalog is enough.
-        catalog = provider.peek()
-        entry = catalog.get(name) if catalog is not None else None
-        return thaw(entry.input_schema) if entry is not None else None
+        # Used by the SDK only to check `Mcp-Param-*` headers. A tool the caller may not call has no schema for
+        # it: its headers go unchecked, and the call is answered as any unknown name is.
+        caller = SDK_CALLER.get()
+        if caller is None:
+            return None
+        principal, catalog = caller
+        entry = catalog.get(name)
+        return thaw(entry.input_schema) if entry is not None and decide(principal, entry).allowed else None
 
     server = Server(
         conf.SERVER_NAME,

@@ -13,8 +13,8 @@ MODES = {"auto": "2026-07-28", "legacy": "2025-11-25"}
 
 
 @asynccontextmanager
-async def connect(url: str, key: str | None, mode: str) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
+async def connect(url: str, key: str | None, mode: str, headers: dict[str, str] | None = None) -> AsyncIterator[Client]:
+    headers = {**(headers or {}), **({"Authorization": f"Bearer {key}"} if key else {})}
     http = create_mcp_http_client(headers=headers)
     async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:  # type: ignore[arg-type]
         yield client

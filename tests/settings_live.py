@@ -4,8 +4,9 @@
 - MCP_TEST_CONFIRMATION_TTL=N: confirmations (and their sealed request state) expire after N seconds.
 - MCP_TEST_FAST_PATH=0: every request goes through the SDK (the fast path's differential test compares both).
 - MCP_TEST_JSON_RESPONSE=1: answer as JSON instead of SSE (the differential test runs in both modes).
-- The toolbox app adds tools that are slow, cancellable, chatty, large, chained or need confirmation, and a
-  routed DRF view with a nested serializer (tests/urls_live.py).
+- MCP_TEST_VIEW_MIDDLEWARE=a.B,c.d: VIEW_MIDDLEWARE, comma-separated (the toolbox's middleware).
+- The toolbox app adds tools that are slow, cancellable, chatty, large, chained or need confirmation, and
+  routed views: a DRF view with a nested serializer and views that read what middleware sets (tests/urls.py).
 - The CIMD fetcher accepts documents served over plain HTTP on 127.0.0.1, which the tests serve
   themselves. This relaxation exists here only, never in the demo or a deployment.
 """
@@ -16,7 +17,7 @@ from project.settings import *  # noqa: F403
 from project.settings import MCP_EXPOSE, OAUTH2_PROVIDER
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.toolbox"]  # noqa: F405
-ROOT_URLCONF = "tests.urls_live"
+ROOT_URLCONF = "tests.urls"  # the demo's, plus the toolbox's views
 
 MCP_EXPOSE = {
     **MCP_EXPOSE,
@@ -24,5 +25,6 @@ MCP_EXPOSE = {
     "CONFIRMATION_TTL": int(os.environ.get("MCP_TEST_CONFIRMATION_TTL", "600")),
     "FAST_PATH": os.environ.get("MCP_TEST_FAST_PATH", "1") == "1",
     "JSON_RESPONSE": os.environ.get("MCP_TEST_JSON_RESPONSE") == "1",
+    "VIEW_MIDDLEWARE": [path for path in os.environ.get("MCP_TEST_VIEW_MIDDLEWARE", "").split(",") if path],
 }
 OAUTH2_PROVIDER = {**OAUTH2_PROVIDER, "CIMD_METADATA_FETCHER": "tests.cimd.LoopbackMetadataFetcher"}

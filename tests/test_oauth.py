@@ -16,7 +16,7 @@ import httpx2
 import pytest
 
 from .cimd import serve_documents
-from .live import LIVE_SETTINGS, LiveServer, jsonrpc_body, manage, modern_headers, run_server
+from .live import LIVE_SETTINGS, LiveServer, create_api_key, jsonrpc_body, manage, modern_headers, run_server
 from .mcp_client import MODES, connect
 from .oauth_client import (
     REDIRECT_URI,
@@ -386,17 +386,87 @@ def test_api_keys_keep_working_beside_oauth(server: LiveServer, key: str) -> Non
     assert "library.borrow_book" in tool_names(call(server, key, "tools/list"))
 
 
-def test_hidden_tools_answer_exactly_like_unknown_ones(data: Path, client_id: str) -> None:
-    with run_server(data, MCP_TEST_HIDE_FORBIDDEN_TOOLS="1", **LIVE_SETTINGS) as hidden:
+def unknown_twin(name: str) -> str:
+    """A name no tool has, as long as `name`: the answers for both must then be the same bytes."""
+    return name[:-1] + ("x" if name[-1] != "x" else "y")
+
+
+def raw_answer(
+    server: LiveServer, token: str, name: str, *, modern: bool, region: str | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """A tools/call's status, headers (but the date) and body bytes, in either era; `region` also sends the
+    argument and its Mcp-Param-Region header (2026-07-28), which the SDK checks against a tool that declares it."""
+    params = {"name": name, "arguments": {} if region is None else {"region": region}}
+    if modern:
+        headers = modern_headers("tools/call", token, name=name)
+        if region is not None:
+            headers["Mcp-Param-Region"] = region + "-mismatched"
+    else:
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                   "Authorization": f"Bearer {token}"}
+    response = httpx2.post(server.mcp_url, content=jsonrpc_body("tools/call", params, modern=modern), headers=headers)
+    return response.status_code, {k: v for k, v in response.headers.items() if k != "date"}, response.content
+
+
+def assert_answers_like_unknown(server: LiveServer, token: str, name: str, region: str | None = None) -> None:
+    """In both eras (2026-07-28 first through the fast path's door when it is on), the same answer as for a name
+    no tool has: status, headers and body byte for byte, once the name is swapped."""
+    twin = unknown_twin(name)
+    for modern in (True, False):
+        status, headers, body = raw_answer(server, token, name, modern=modern, region=region)
+        unknown_status, unknown_headers, unknown_body = raw_answer(server, token, twin, modern=modern, region=region)
+        assert (status, headers) == (unknown_status, unknown_headers), (modern, body, unknown_body)
+        assert body.replace(name.encode(), twin.encode()) == unknown_body, (modern, body, unknown_body)
+        assert f"Unknown tool: {twin}".encode() in unknown_body and "www-authenticate" not in headers
+
+
+def disable(data: Path, *keys: str, enabled: bool = False) -> None:
+    """Untick (or tick) tools' enabled box, as an administrator does: the row is saved, the revision moves."""
+    manage(
+        data, "shell", "-c",
+        "from mcp_expose.models import ExposedTool;"
+        f"[row.save() for row in ExposedTool.objects.filter(key__in={list(keys)!r}) if setattr(row, 'enabled', {enabled!r}) is None]",
+    )
+
+
+DISABLED = ("library.return_book", "library.my_loans")  # one the reader's token lacks the scope for, one it holds
+
+
+def assert_disabled_tools_answer_like_unknown(server: LiveServer, data: Path, token: str) -> None:
+    disable(data, *DISABLED)
+    try:
+        for name in DISABLED:
+            assert_answers_like_unknown(server, token, name)
+    finally:
+        disable(data, *DISABLED, enabled=True)
+
+
+def test_by_default_only_a_tool_scopes_alone_hide_steps_up(
+    server: LiveServer, data: Path, read_token: dict[str, Any], key: str
+) -> None:
+    """Step-up tells an authenticated caller the tool exists; unknown, disabled and otherwise forbidden tools
+    still answer alike."""
+    token = read_token["access_token"]
+    status, headers, _ = raw_answer(server, token, "library.borrow_book", modern=True)
+    assert status == 403 and 'scope="library:write mcp"' in headers["www-authenticate"]
+    assert_answers_like_unknown(server, token, "library.overdue_loans")  # a permission the user lacks
+    # An API key cannot step up: a tool its scopes hide is unknown, its declared header unchecked.
+    assert_answers_like_unknown(server, create_api_key(data, "reader", "mcp library:read"), "toolbox.routed", "eu")
+    status, _, body = raw_answer(server, key, "toolbox.routed", modern=True, region="eu")  # a caller who may: checked
+    assert status == 400 and json.loads(body)["error"]["code"] == -32020
+    assert_disabled_tools_answer_like_unknown(server, data, token)
+    assert raw_answer(server, token, "library.return_book", modern=True)[0] == 403  # enabled again: step-up
+
+
+@pytest.mark.parametrize("fast_path", ["1", "0"])
+def test_hidden_tools_answer_exactly_like_unknown_ones(data: Path, client_id: str, fast_path: str) -> None:
+    with run_server(data, MCP_TEST_HIDE_FORBIDDEN_TOOLS="1", MCP_TEST_FAST_PATH=fast_path, **LIVE_SETTINGS) as hidden:
         with Browser.logged_in(hidden.base_url, "reader", "reader") as browser:
-            token = obtain_token(browser, hidden.base_url, client_id, "mcp library:read", hidden.mcp_url)
-        token = token["access_token"]
-        forbidden = call(hidden, token, "tools/call", {"name": "library.borrow_book", "arguments": {"book_id": 1}})
-        unknown = call(hidden, token, "tools/call", {"name": "library.borrow_bool", "arguments": {"book_id": 1}})
-    assert forbidden.status_code == unknown.status_code == 400
-    assert forbidden.json()["error"]["code"] == unknown.json()["error"]["code"] == -32602
-    assert forbidden.json()["error"]["message"].replace("borrow_book", "X") == unknown.json()["error"]["message"].replace("borrow_bool", "X")
-    assert "www-authenticate" not in forbidden.headers
+            token = obtain_token(browser, hidden.base_url, client_id, "mcp library:read", hidden.mcp_url)["access_token"]
+        assert_answers_like_unknown(hidden, token, "library.borrow_book")  # scopes alone hide it
+        assert_answers_like_unknown(hidden, token, "toolbox.routed", region="eu")  # its header is not checked
+        assert_answers_like_unknown(hidden, token, "library.overdue_loans")
+        assert_disabled_tools_answer_like_unknown(hidden, data, token)
 
 
 def test_denying_consent_issues_no_code(server: LiveServer, reader: Browser, client_id: str, resource: str) -> None:

@@ -16,7 +16,8 @@ from ..context import InvocationContext
 from ..errors import AccessDenied, DeclarationError, InvalidInput
 from ..schema import capped_parameters, object_schema
 from .field_schema import form_input_schema
-from .http import content_of, is_login_redirect, raise_for_status, redirect_location, view_request
+from .http import is_login_redirect, raise_for_status, redirect_location, response_data, view_request
+from .middleware import run_view
 from .routes import Route
 
 QUERY_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -94,16 +95,14 @@ def call_view(operation: ViewOperation, arguments: Mapping[str, Any], context: I
         context, operation.method.upper(), operation.route.url_name, kwargs, query,
         body if operation.method == "post" else None, form_encoded=True,
     )
-    response = operation.route.callback(request, **kwargs)
+    response = run_view(operation.route.callback, request, kwargs)
     location = redirect_location(response)
     if location is not None:
         if is_login_redirect(location):
             raise AccessDenied("This page needs a signed-in user with access to it.")
         return {"status": response.status_code, "redirect": location}
     _raise_for_form_errors(response)
-    data = getattr(response, "data", None)  # a DRF view's data, before rendering
-    if data is None and response.status_code < 400:
-        data = content_of(response, operation.html)
+    data = response_data(response, operation.html)
     raise_for_status(response, data if isinstance(data, Mapping) else None)
     return data
 

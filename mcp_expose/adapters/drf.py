@@ -1,10 +1,10 @@
 """Expose Django REST framework views: APIViews, generic views and ViewSet actions, one tool each.
 
-The real view runs in-process for every call, with the caller as `request.user`
-and the credential as `request.auth`: its authentication result, permission
-classes (object permissions too), throttles, filter backends, pagination and
-serializer validation all apply exactly as for an HTTP request. The view class is
-never modified.
+The real view runs in-process for every call. Its permission classes (object
+permissions too), throttles, filter backends, pagination and serializer validation
+apply as for an HTTP request; its authentication classes do not run: the MCP caller
+is forced as `request.user` and its credential as `request.auth` (DRF's forced
+authentication). The view class is never modified.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from ..errors import DeclarationError
 from ..schema import capped_parameters, object_schema
 from .cursors import CURSOR_MAX_LENGTH, cursor_for_url, read_cursor
 from .field_schema import serializer_input_schema
-from .http import raise_for_status, view_request
+from .http import raise_for_status, response_data, view_request
+from .middleware import run_view
 from .routes import Route
 
 logger = logging.getLogger("mcp_expose.views")
@@ -210,8 +211,8 @@ def call_operation(operation: Operation, arguments: Mapping[str, Any], context: 
         context, operation.method.upper(), operation.route.url_name, kwargs, query,
         body if operation.method in BODY_METHODS else None,
     )
-    response = operation.route.callback(request, **kwargs)
-    data = getattr(response, "data", None)
+    response = run_view(operation.route.callback, request, kwargs)
+    data = response_data(response, "text")
     raise_for_status(response, data)
     if operation.paginated and isinstance(data, Mapping) and "results" in data:
         data = dict(data)

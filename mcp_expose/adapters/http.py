@@ -1,8 +1,9 @@
 """Run a view in-process for an MCP call, and read its response as a tool result.
 
 The request is a plain `HttpRequest` carrying the caller: no loopback, no test
-client, no change to the view. Django middleware does not run, so what it would
-have provided is set here: the user, an unsaved session, message storage.
+client, no change to the view. The project's middleware does not run (only what
+`VIEW_MIDDLEWARE` names, see `middleware.py`), so what Django's own would have
+provided is set here: the user, an unsaved session, message storage.
 """
 
 from __future__ import annotations
@@ -148,6 +149,14 @@ def field_errors(data: Any, path: str = "$") -> list[dict[str, str]]:
     elif data:
         problems.append({"path": path, "message": str(data)})
     return problems
+
+
+def response_data(response: HttpResponse, html: str) -> Any:
+    """What a response says: a DRF response's data, else its content (a plain response from the view, or
+    from a middleware that answered by itself)."""
+    if hasattr(response, "data"):
+        return response.data
+    return content_of(response, html)
 
 
 def content_of(response: HttpResponse, html: str) -> Any:

@@ -15,6 +15,7 @@ from mcp_expose import Elicit, InvocationContext
 from mcp_expose.outbound import mcp_client
 from project.library.models import Author
 
+from . import views
 from .api import ShipmentView
 
 
@@ -168,3 +169,16 @@ def shapes(order: Order, where: Point, labels: dict[str, Tag] | None = None) -> 
 
 
 mcp_expose.expose_view(ShipmentView)
+
+
+@mcp_expose.tool(read_only=True, scopes=["library:write"])
+def routed(
+    region: Annotated[str, Field(description="Also sent as Mcp-Param-Region.", json_schema_extra={"x-mcp-header": "Region"})],
+) -> str:
+    """A parameter mirrored into a header the SDK checks, behind a scope: hidden, it must answer like an unknown tool."""
+    return region
+
+
+# Views that read what VIEW_MIDDLEWARE sets on the request (tests/urls.py routes them).
+mcp_expose.expose_view(views.TenantView, read_only=True)
+mcp_expose.expose_view(views.tenant_page, methods=["get"], read_only=True)
