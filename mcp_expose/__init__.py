@@ -21,6 +21,7 @@ __all__ = [
     "Sample",
     "Image",
     "ModelTools",
+    "PROTOCOL_VERSIONS",
     "ResourceLink",
     "Text",
     "credentials_changed",
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from .errors import AccessDenied, Conflict, InvalidInput, NotFound, ToolError
     from .events import resource_updated
     from .principal import Principal
+    from .versions import PROTOCOL_VERSIONS
 
 _LAZY = {
     "tool": ".declare",
@@ -63,6 +65,7 @@ _LAZY = {
     "ResourceLink": ".content",
     "InvocationContext": ".context",
     "Principal": ".principal",
+    "PROTOCOL_VERSIONS": ".versions",
     "ToolError": ".errors",
     "InvalidInput": ".errors",
     "AccessDenied": ".errors",

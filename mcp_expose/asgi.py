@@ -93,6 +93,8 @@ class McpExposeASGI:
             max_request_body_size=conf.MAX_REQUEST_BODY_SIZE,
         )
         self.mcp_app = AuthContextMiddleware(StreamableHTTPASGIApp(self.manager))
+        if conf.FAST_PATH:
+            fastpath.usable()  # checks the SDK pieces it borrows now, so that one missing is told at startup
         self._started = asyncio.Event()
         self._start_lock = asyncio.Lock()
         self._background: asyncio.Task[None] | None = None
@@ -211,7 +213,7 @@ class McpExposeASGI:
         # The SDK's view of the caller (it binds request state to it), made only for what the SDK answers.
         caller = functools.cache(lambda: AuthenticatedUser(_access_token_for(result, resource)))
         conf = get_settings()
-        if conf.FAST_PATH and fastpath.is_candidate(scope["method"], headers):
+        if conf.FAST_PATH and fastpath.is_candidate(scope["method"], headers) and fastpath.usable():
             body = await _read_body(receive, conf.MAX_REQUEST_BODY_SIZE)
             if body is None:
                 await _json_error(413, "request_too_large", "The request body is too large.")(scope, receive, send)

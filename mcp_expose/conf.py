@@ -91,6 +91,7 @@ DEFAULTS: dict[str, Any] = {
     "FREEZE_GC": True,
     # Answer plain 2026-07-28 tools/list requests from a listing encoded once per catalog revision and
     # visibility set (the first one produced by the SDK itself), instead of running the SDK for each.
+    # Off by itself, with one warning at startup, under an SDK lacking a piece it borrows (see sdk_internals).
     "FAST_PATH": True,
     # Answer every MCP request as JSON instead of SSE. Off: SSE lets clients see progress and
     # lets a disconnect cancel a running call.

@@ -17,6 +17,9 @@ and without the fast path and requires identical answers. Anything else goes to 
 as always: a cursor, a progress token or log level, `Mcp-Param-*` headers, a later round (request state,
 input responses), a task, a tool the caller cannot call, one needing confirmation or bound to headers
 (`x-mcp-header`), and a malformed request of any kind.
+
+The few SDK pieces used here that the SDK does not publish come from `sdk_internals`, checked at startup: with an
+SDK that lacks one, `usable()` is False and the SDK answers everything.
 """
 
 from __future__ import annotations
@@ -32,12 +35,8 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server import Server
-from mcp.server._streamable_http_modern import _SSE_HEADERS as SSE_HEADERS
-from mcp.server._streamable_http_modern import _SSE_PING_INTERVAL as SSE_PING_INTERVAL
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.request_state import RequestStateBoundary
-from mcp.server.runner import modern_error_data
-from mcp.server.streamable_http import check_accept_headers
 from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import (
@@ -62,6 +61,7 @@ from .oauth.resource import request_origin
 from .policy import decide
 from .principal import Principal
 from .schema import thaw
+from .sdk_internals import Borrowed, borrowed
 from .server import call_outcome, internal_error, json_outcome, question_error, render_outcome, tool_headers
 
 logger = logging.getLogger("mcp_expose.fastpath")
@@ -95,6 +95,17 @@ class PlainRequest:
     chain: CallChain
 
 
+def usable() -> bool:
+    """Whether the installed SDK has everything the fast path borrows (checked once, a warning if not)."""
+    return borrowed() is not None
+
+
+def _sdk() -> Borrowed:
+    pieces = borrowed()
+    assert pieces is not None, "the fast path runs only when usable() says so"
+    return pieces
+
+
 def is_candidate(method: str, headers: Mapping[str, str]) -> bool:
     """Cheap first look, before the body is read: a 2026-07-28 `tools/list` or `tools/call` POST."""
     return method == "POST" and headers.get("mcp-method") in PARAMS_MODELS and \
@@ -108,7 +119,7 @@ async def plain_request(scope: Any, headers: Mapping[str, str], body: bytes, jso
     request = Request(scope)
     if await _CONTENT_TYPE_CHECK.validate_request(request, is_post=True) is not None:
         return None
-    has_json, has_sse = check_accept_headers(request)
+    has_json, has_sse = _sdk().check_accept_headers(request)
     if not has_json or (not json_response and not has_sse):
         return None
     try:
@@ -362,7 +373,7 @@ def _boundary(server: Server[Any]) -> RequestStateBoundary:
 
 def _error(plain: PlainRequest, exc: MCPError | ValidationError) -> tuple[int, bytes]:
     """As the SDK writes an error reply: with the HTTP status its table maps the code to."""
-    error = modern_error_data(exc)
+    error = _sdk().modern_error_data(exc)
     encoded = _encode(error.model_dump(mode="json", by_alias=True, exclude_none=True))
     return ERROR_CODE_HTTP_STATUS.get(error.code, 200), _reply(plain.id_json, b"error", encoded)
 
@@ -411,7 +422,8 @@ async def _answer_in_sse_mode(call: Awaitable[tuple[int, bytes]], receive: Recei
         watcher = loop.create_task(watch_disconnect())
 
     keep_alive = _KeepAlive(send)
-    timers = (loop.call_later(WATCH_AFTER, start_watching), loop.call_later(SSE_PING_INTERVAL, keep_alive.start))
+    ping_interval = _sdk().sse_ping_interval
+    timers = (loop.call_later(WATCH_AFTER, start_watching), loop.call_later(ping_interval, keep_alive.start))
     try:
         status, body = await call
     except asyncio.CancelledError:
@@ -452,11 +464,12 @@ class _KeepAlive:
         self._task = asyncio.get_running_loop().create_task(self._ping(self._stopping))
 
     async def _ping(self, stopping: asyncio.Event) -> None:
-        await self.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        sdk = _sdk()
+        await self.send({"type": "http.response.start", "status": 200, "headers": sdk.sse_headers})
         while not stopping.is_set():
             await self.send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), SSE_PING_INTERVAL)
+                await asyncio.wait_for(stopping.wait(), sdk.sse_ping_interval)
 
     async def stop(self) -> None:
         if self._stopping is not None and self._task is not None:

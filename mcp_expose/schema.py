@@ -8,6 +8,8 @@ takes what it takes over HTTP) gets `MAX_STRING_LENGTH`; arguments are checked
 against that schema before anything else sees them, then (for functions) in
 pydantic's strict JSON mode, so what the schema says (an integer is an integer,
 not the string "5"; no key it does not name) is what is accepted.
+Generated schemas name one type per (sub)schema: a value of several types is
+an `anyOf` of single-type branches (see `portable_types`).
 """
 
 from __future__ import annotations
@@ -121,14 +123,22 @@ class SchemaSignature:
     injections: Mapping[str, Injection] = MappingProxyType({})
 
     def __init__(
-        self, input_schema: dict[str, Any], injections: Mapping[str, Injection] | None = None, *, check: bool = True
+        self,
+        input_schema: dict[str, Any],
+        injections: Mapping[str, Injection] | None = None,
+        *,
+        check: bool = True,
+        as_written: bool = False,
     ) -> None:
         """`check=False` for schemas this package generates (views, models, resources, prompts): they are
-        known to be valid, so jsonschema is loaded only when one is first used to validate."""
+        known to be valid, so jsonschema is loaded only when one is first used to validate. `as_written=True`
+        serves the schema unchanged (a declaration's own); otherwise type arrays become `anyOf` branches."""
         if check:
             from jsonschema import Draft202012Validator
 
             Draft202012Validator.check_schema(input_schema)
+        if not as_written:
+            input_schema = portable_types(input_schema)
         self.input_schema = freeze(input_schema)
         self.schema_check = SchemaCheck(input_schema)
         if injections:
@@ -215,7 +225,22 @@ def _schema_message(error: Any) -> str:
         return f"At most {error.validator_value} characters."
     if error.validator == "minLength":
         return f"At least {error.validator_value} characters."
+    if error.validator == "anyOf":
+        return _union_message(error)
     return error.message if len(error.message) < 200 else f"Fails the '{error.validator}' rule."
+
+
+def _union_message(error: Any) -> str:
+    """A failed `anyOf` that no branch of the value's own type explains (`_fitting_branch` found none): said
+    as a type array's failure was."""
+    types = _branch_types(error.validator_value)
+    return f"Must be of type {types}." if types is not None else "Matches none of the allowed schemas."
+
+
+def _branch_types(branches: Any) -> list[str] | None:
+    """The one type of each branch of an `anyOf` (as `portable_types` writes a type array), else None."""
+    types = [branch.get("type") if isinstance(branch, Mapping) else None for branch in branches]
+    return [str(kind) for kind in types] if all(isinstance(kind, str) for kind in types) else None
 
 
 class LazySignature:
@@ -292,7 +317,7 @@ def build_signature(func: Callable[..., Any], *, origin: str) -> ToolSignature:
         raw = model.model_json_schema(schema_generator=_QuietTitles)
     except Exception as exc:
         raise DeclarationError(f"{origin}: its parameters cannot be described as JSON schema ({exc}).") from exc
-    input_schema = freeze(bounded(close_object(inline_refs(raw, origin=origin))))
+    input_schema = freeze(portable_types(bounded(close_object(inline_refs(raw, origin=origin)))))
     output_schema, output_adapter = _output_schema(hints.get("return"), origin=origin)
     return ToolSignature(
         input_schema=input_schema,
@@ -337,7 +362,7 @@ def explicit_signature(func: Callable[..., Any], input_schema: Mapping[str, Any]
     if clashes:
         raise DeclarationError(f"{origin}: input_schema may not name {', '.join(clashes)}: that is injected, not an argument.")
     try:
-        return SchemaSignature(copy.deepcopy(dict(input_schema)), injections=injections)
+        return SchemaSignature(copy.deepcopy(dict(input_schema)), injections=injections, as_written=True)
     except SchemaError as exc:
         raise DeclarationError(f"{origin}: input_schema is not a valid JSON Schema ({exc.message}).") from None
 
@@ -367,7 +392,7 @@ def _output_schema(annotation: Any, *, origin: str) -> tuple[dict[str, Any] | No
         raw = adapter.json_schema(mode="serialization", schema_generator=_QuietTitles)
     except Exception as exc:
         raise DeclarationError(f"{origin}: its return type cannot be described as JSON schema ({exc}).") from exc
-    schema = inline_refs(raw, origin=origin)
+    schema = portable_types(inline_refs(raw, origin=origin))
     schema.pop("title", None)
     return schema, adapter
 
@@ -410,6 +435,64 @@ def inline_refs(schema: dict[str, Any], *, origin: str) -> dict[str, Any]:
         return {key: resolve(value, stack) for key, value in node.items()}
 
     return resolve(schema, ())
+
+
+# The keywords that constrain only values of one type: a type array's branch of that type takes them along.
+_NUMBER_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+TYPE_KEYWORDS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        "string": frozenset("minLength maxLength pattern format contentEncoding contentMediaType".split()),
+        "number": _NUMBER_KEYWORDS,
+        "integer": _NUMBER_KEYWORDS,
+        "array": frozenset(
+            "items prefixItems contains minContains maxContains minItems maxItems uniqueItems unevaluatedItems".split()
+        ),
+        "object": frozenset(
+            "properties patternProperties additionalProperties propertyNames required minProperties maxProperties "
+            "dependentRequired dependentSchemas unevaluatedProperties".split()
+        ),
+    }
+)
+# Keywords whose values are data, not schemas; and those whose values map names to schemas.
+DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+SCHEMA_MAP_KEYWORDS = frozenset({"properties", "patternProperties", "$defs", "dependentSchemas"})
+
+
+def portable_types(schema: Any) -> Any:
+    """`schema` with every `"type": [a, b, ...]` written as `anyOf` branches of one `type` each.
+
+    A type array is valid JSON Schema, but hosts that map tool schemas onto a single-`type` dialect (the
+    OpenAPI subset of some model providers' function declarations) reject the tool or drop the constraint.
+    Each branch takes the keywords that constrain its own type (a `maxLength` goes to the string branch);
+    the rest (description, enum, default) stay around the union, so exactly the same values validate.
+    """
+    if isinstance(schema, list):
+        return [portable_types(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    node: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in DATA_KEYWORDS:
+            node[key] = value
+        elif key in SCHEMA_MAP_KEYWORDS and isinstance(value, dict):
+            node[key] = {name: portable_types(item) for name, item in value.items()}
+        else:
+            node[key] = portable_types(value)
+    types = node.get("type")
+    if not isinstance(types, list) or not all(isinstance(kind, str) for kind in types):
+        return node
+    del node["type"]
+    if len(types) == 1:
+        return {"type": types[0], **node}
+    moved = {keyword for kind in types for keyword in TYPE_KEYWORDS.get(kind, ()) if keyword in node}
+    branches = [
+        {"type": kind, **{keyword: node[keyword] for keyword in TYPE_KEYWORDS.get(kind, ()) if keyword in node}}
+        for kind in types
+    ]
+    rest = {key: value for key, value in node.items() if key not in moved}
+    if "anyOf" in rest:  # a union already there must hold as well
+        return {**rest, "allOf": [*rest.get("allOf", []), {"anyOf": branches}]}
+    return {"anyOf": branches, **rest}
 
 
 def object_schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:

@@ -36,10 +36,16 @@ def _unwrap_optional(prop: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _types(schema: Mapping[str, Any]) -> set[str]:
+    """The types a value may have: one `type`, a type array, or `anyOf` branches of one type each."""
     kind = schema.get("type")
     if isinstance(kind, list):
         return set(kind)
-    return {kind} if isinstance(kind, str) else set()
+    if isinstance(kind, str):
+        return {kind}
+    options = schema.get("anyOf")
+    if isinstance(options, list) and all(isinstance(option.get("type"), str) for option in options):
+        return {option["type"] for option in options}
+    return set()
 
 
 def form_fields(schema: Mapping[str, Any], values: Mapping[str, str] | None = None) -> list[FormField]:

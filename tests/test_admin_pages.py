@@ -10,6 +10,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from mcp_expose.models import ExposedTool, ToolCall
+from mcp_expose.schema import portable_types
 from mcp_expose.tryit import form_fields, parse_submission
 from project.library.seed import seed_library
 
@@ -105,3 +106,24 @@ def test_form_submission_parsing() -> None:
     assert len(errors) == 3
     raw, errors = parse_submission(schema, {"raw_arguments": '{"n": 1}', "arg_n": "9"})
     assert raw == {"n": 1} and errors == []
+
+
+def test_the_form_reads_unions_written_as_single_type_branches() -> None:
+    """A generated schema spells `["integer", "string"]` and `["integer", "null"]` as `anyOf` branches: the form
+    still offers a text box for the one, a number box for the other, and converts what is typed."""
+    schema = portable_types(
+        {
+            "type": "object",
+            "properties": {
+                "book": {"type": ["integer", "string"]},
+                "born": {"type": ["integer", "null"]},
+                "fee": {"type": ["number", "string", "null"]},
+            },
+        }
+    )
+    assert "anyOf" in schema["properties"]["book"]
+    assert [field.widget for field in form_fields(schema)] == ["text", "number", "text"]
+    arguments, errors = parse_submission(schema, {"arg_book": "7", "arg_born": "1929", "arg_fee": "1.5"})
+    assert errors == [] and arguments == {"book": 7, "born": 1929, "fee": 1.5}
+    arguments, errors = parse_submission(schema, {"arg_book": "isbn-1", "arg_born": "soon"})
+    assert arguments == {"book": "isbn-1"} and errors == ["born: not a number"]

@@ -8,8 +8,10 @@ JSON-RPC error code, id and result). Plus the listing counter the fast path keep
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
+import os
 import random
 import signal
 from collections.abc import Iterator
@@ -493,8 +495,11 @@ async def test_a_slow_call_in_sse_mode_is_kept_alive_and_a_gone_client_cancels_i
     import anyio
 
     from mcp_expose import fastpath
+    from mcp_expose.sdk_internals import borrowed
 
-    monkeypatch.setattr(fastpath, "SSE_PING_INTERVAL", 0.05)
+    sdk = borrowed()
+    assert sdk is not None
+    monkeypatch.setattr(fastpath, "_sdk", lambda: dataclasses.replace(sdk, sse_ping_interval=0.05))
     monkeypatch.setattr(fastpath, "WATCH_AFTER", 0.01)  # a call still running after this is watched
     sent: list[dict[str, Any]] = []
 
@@ -550,3 +555,57 @@ def test_code_written_for_the_sdk_sees_the_caller_on_the_fast_path(fast: LiveSer
         "name": "toolbox.sdk_caller", "arguments": {}, "_meta": META}}).json()["result"]["structuredContent"]
     assert result["client_id"] == f"api-key:{key.split('_')[1]}" and "mcp" in result["scopes"]
     assert fast_answers(fast) == before + 1
+
+
+FUTURE_SDK = Path(__file__).parent / "future_sdk"
+
+
+@pytest.mark.anyio
+async def test_an_sdk_without_a_borrowed_piece_serves_everything_through_the_sdk(data: Path, key: str) -> None:
+    """A later SDK without one of the unpublished pieces the fast path uses: the server still starts, warns once
+    naming the piece, and answers tools/list and tools/call in both eras through the SDK (no fast answers)."""
+    from .live import demo_env
+    from .mcp_client import MODES, connect
+
+    path = os.pathsep.join([str(FUTURE_SDK), demo_env(data)["PYTHONPATH"]])
+    with run_server(
+        data, **LIVE_SETTINGS, MCP_TEST_FAST_PATH="1", MCP_EXPOSE_LOG_LEVEL="DEBUG", PYTHONPATH=path,
+        MCP_TEST_REMOVE_SDK_NAMES="mcp.server.runner:modern_error_data",
+    ) as live:  # fmt: skip
+        for mode in MODES:
+            async with connect(live.mcp_url, key, mode) as client:
+                assert client.protocol_version == MODES[mode]
+                assert "library.echo" in [tool.name for tool in (await client.list_tools()).tools]
+                echoed = await client.call_tool("library.echo", {"message": mode})
+                assert echoed.structured_content["message"] == mode
+                unknown = await client.call_tool("library.get_book", {"book_id": 9999})
+                assert unknown.structured_content["error"]["code"] == "not_found"
+        log = live.log()
+    assert log.count("FAST_PATH is off") == 1, log
+    assert "mcp.server.runner.modern_error_data (missing)" in log, log
+    assert "Every request is served through the SDK" in log
+    assert fast_answers(live) == 0, log
+
+
+def test_borrowed_pieces_are_checked_for_their_shape() -> None:
+    """Each borrowed piece is found in this SDK; one that moved, vanished or changed shape is named as such."""
+    from mcp_expose.sdk_internals import WANTED, probe
+
+    pieces, problems = probe()
+    assert pieces is not None and problems == ()
+    elsewhere = {
+        "sse_headers": ("mcp.server.runner", "no_such_name"),
+        "sse_ping_interval": ("mcp.server.runner", "modern_error_data"),  # a function where a number was
+        "modern_error_data": ("mcp.server.runner", "serve_one"),  # a function of other parameters
+        "check_accept_headers": ("mcp.server.no_such_module", "check_accept_headers"),
+    }
+    changed = {key: dataclasses.replace(want, module=elsewhere[key][0], name=elsewhere[key][1])
+               for key, want in WANTED.items()}  # fmt: skip
+    pieces, problems = probe(changed)
+    assert pieces is None
+    assert problems == [
+        "mcp.server.runner.no_such_name (missing)",
+        "mcp.server.runner.modern_error_data (no longer a positive number of seconds)",
+        "mcp.server.runner.serve_one (no longer a function of (exc))",
+        "mcp.server.no_such_module.check_accept_headers (its module cannot be imported)",
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -192,3 +193,51 @@ async def test_view_backed_tools_page_through_a_cursor(demo_server: LiveServer, 
     assert second.structured_content["next_cursor"] is None
     assert page.structured_content == {"result": "Books\nCosmos by Carl Sagan (Science)"}
     assert [a["name"] for a in authors.structured_content["results"]] == ["Astrid Lindgren", "Rachel Carson"]
+
+
+def _initialize(server: LiveServer, key: str, version: str) -> dict[str, Any]:
+    """A 2025-era `initialize` asking for `version`, as any HTTP client sends it; the server's result."""
+    body = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {key}",
+    }
+    response = httpx2.post(server.mcp_url, content=jsonrpc_body("initialize", body, modern=False), headers=headers)
+    assert response.status_code == 200, response.text
+    text = response.text
+    if response.headers["content-type"].startswith("text/event-stream"):
+        text = next(line[len("data:") :] for line in text.splitlines() if line.startswith("data:"))
+    return json.loads(text)["result"]
+
+
+async def test_protocol_versions_are_those_the_server_negotiates(demo_server: LiveServer, admin_key: str) -> None:
+    """`mcp_expose.PROTOCOL_VERSIONS`, newest first: what each era's handshake reaches is in it, the newest is what
+    a client negotiating freely gets, and every revision in it is accepted when a client asks for exactly that one."""
+    from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+
+    import mcp_expose
+
+    versions = mcp_expose.PROTOCOL_VERSIONS
+    assert isinstance(versions, tuple) and len(set(versions)) == len(versions) >= 2
+    assert list(versions) == sorted(versions, key=KNOWN_PROTOCOL_VERSIONS.index, reverse=True)
+    negotiated = {}
+    for mode in MODES:
+        async with connect(demo_server.mcp_url, admin_key, mode) as client:
+            negotiated[mode] = client.protocol_version
+            assert [tool.name for tool in (await client.list_tools()).tools]
+            if mode == "auto":
+                discovered = client.session.discover_result
+                assert discovered is not None and set(discovered.supported_versions) <= set(versions)
+    assert negotiated == MODES
+    assert versions[0] == negotiated["auto"]
+    # The SDK client pins any per-request revision; its handshake asks for the newest handshake revision.
+    for version in (v for v in versions if v in MODERN_PROTOCOL_VERSIONS):
+        async with connect(demo_server.mcp_url, admin_key, version) as client:
+            assert client.protocol_version == version
+            echoed = await client.call_tool("library.echo", {"message": version})
+            assert echoed.structured_content["message"] == version
+    # Older handshake revisions, which that client never asks for, asked for by hand: each is agreed to as asked.
+    for version in (v for v in versions if v not in MODERN_PROTOCOL_VERSIONS):
+        assert _initialize(demo_server, admin_key, version)["protocolVersion"] == version
+    assert _initialize(demo_server, admin_key, "2024-01-01")["protocolVersion"] in versions

@@ -2,8 +2,9 @@
 
 The TypeScript SDK v1 (2025-11-25 handshake), the SDK v2 (negotiating `auto`, pinned to 2026-07-28, and in its default
 `legacy` mode) and the MCP Inspector CLI in both eras each list the tools and call `library.echo`; the checks read
-what the client got back and which protocol revision it negotiated. The toolchain (Node 22 and the pinned packages of
-tests/clients/package-lock.json) is installed by `bash scripts/node-toolchain` into var/node/.
+what the client got back and which protocol revision it negotiated, and the Inspector's strict schema lint finds every
+tool's schema portable. The toolchain (Node 22 and the pinned packages of tests/clients/package-lock.json) is installed
+by `bash scripts/node-toolchain` into var/node/.
 """
 
 from __future__ import annotations
@@ -185,6 +186,24 @@ def test_inspector_cli(node: Path, home: Path, demo_server: LiveServer, admin_ke
     if era == "modern":
         # A 2026-07-28 result names the server in its _meta: the call really went over the modern wire.
         assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "library-demo"
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_inspector_finds_every_tool_schema_portable(
+    node: Path, home: Path, demo_server: LiveServer, admin_key: str, era: str
+) -> None:
+    """The Inspector's `--strict` schema lint (type arrays, remote references, schemas that constrain nothing)
+    reports nothing for any of the demo's tools: functions, DRF views and model tools alike."""
+    args = inspector(demo_server, admin_key, era, "tools/list", "--strict")
+    result = run_node(node, home, *args, server=demo_server)
+    envelope = one_json(result.stdout)
+    tools = {tool["name"]: tool for tool in envelope["result"]["tools"]}
+    assert {"library.books.create", "library.loans.create", "library.authors.create"} <= set(tools), sorted(tools)
+    assert envelope.get("schemaFindings") is None, json.dumps(envelope["schemaFindings"], indent=1)
+    assert "Warning:" not in result.stderr and "Schema portability" not in result.stderr, result.stderr
+    # What the lint asked for: a primary key or a nullable field as single-type branches, still both kinds.
+    author = tools["library.books.create"]["inputSchema"]["properties"]["author"]
+    assert [branch["type"] for branch in author["anyOf"]] == ["integer", "string"], author
 
 
 @pytest.mark.parametrize("client", ["sdk-v1", "sdk-v2", "inspector"])

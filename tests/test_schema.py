@@ -11,7 +11,7 @@ from typing_extensions import TypedDict
 
 from mcp_expose import InvocationContext, Principal
 from mcp_expose.errors import DeclarationError, InvalidInput
-from mcp_expose.schema import SchemaSignature, bounded, build_signature, generated_signature, thaw
+from mcp_expose.schema import SchemaSignature, bounded, build_signature, generated_signature, portable_types, thaw
 
 
 def schema_of(func: Any) -> dict[str, Any]:
@@ -360,3 +360,115 @@ def test_drf_mappings_and_json_fields_stay_open_while_nested_serializers_are_clo
     with pytest.raises(InvalidInput) as caught:
         signature.validate_arguments({"inner": {"note": "n", "zzz": 1}, "labels": {"a": 1}, "extra": 1})
     assert [p["path"] for p in caught.value.details] == ["$.inner.zzz", "$.labels.a"]
+
+
+def _type_arrays(schema: Any) -> list[Any]:
+    """Every `type` in a schema that is an array rather than one type name."""
+    if isinstance(schema, list):
+        return [found for item in schema for found in _type_arrays(item)]
+    if not isinstance(schema, dict):
+        return []
+    own = [schema["type"]] if isinstance(schema.get("type"), list) else []
+    return own + [
+        found for key, value in schema.items() if key not in ("enum", "default") for found in _type_arrays(value)
+    ]
+
+
+def _problems(signature: SchemaSignature, arguments: dict[str, Any]) -> list[dict[str, str]] | None:
+    try:
+        signature.validate_arguments(arguments)
+    except InvalidInput as exc:
+        return exc.details
+    return None
+
+
+def test_serializer_schemas_name_one_type_per_branch_and_accept_what_type_arrays_did() -> None:
+    """DRF fields that take two types (a primary key, a decimal) or null are served as `anyOf` branches of one
+    type each, which hosts with single-type schema dialects accept; validation is value for value the same."""
+    from rest_framework import serializers
+
+    from mcp_expose.adapters.field_schema import serializer_input_schema
+
+    class Loan(serializers.Serializer):
+        book = serializers.PrimaryKeyRelatedField(queryset=[], help_text="The book.")
+        returned = serializers.DateField(allow_null=True, required=False)
+        note = serializers.CharField(max_length=5, allow_null=True, required=False)
+        days = serializers.IntegerField(min_value=1, max_value=30, allow_null=True, required=False)
+        fee = serializers.DecimalField(max_digits=5, decimal_places=2, required=False)
+        tags = serializers.ListField(child=serializers.CharField(), allow_null=True, required=False)
+
+    generated = serializer_input_schema(Loan(), origin="t")
+    assert _type_arrays(generated)  # what the field mappers produce: type arrays, made portable when served
+    portable = SchemaSignature(generated, check=False)
+    served = thaw(portable.input_schema)
+    assert _type_arrays(served) == []
+    properties = served["properties"]
+    assert properties["book"] == {"anyOf": [{"type": "integer"}, {"type": "string"}], "description": "The book."}
+    assert properties["returned"] == {"anyOf": [{"type": "string", "format": "date"}, {"type": "null"}]}
+    assert properties["note"] == {"anyOf": [{"type": "string", "maxLength": 5}, {"type": "null"}]}
+    assert properties["days"] == {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 30}, {"type": "null"}]}
+    assert properties["tags"] == {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]}
+
+    as_written = SchemaSignature(generated, check=False, as_written=True)
+    accepted = [
+        {"book": 3},
+        {"book": "3"},
+        {"book": 3, "returned": None, "note": None, "days": None, "tags": None},
+        {"book": 3, "returned": "2025-01-31", "note": "short", "days": 30, "fee": "1.50", "tags": ["a"]},
+        {"book": 3, "fee": 1.5},
+    ]
+    refused = [
+        {},
+        {"book": None},
+        {"book": 3.5},
+        {"book": True},
+        {"book": [3]},
+        {"book": 3, "note": "too long"},
+        {"book": 3, "days": 0},
+        {"book": 3, "days": "5"},
+        {"book": 3, "fee": None},
+        {"book": 3, "tags": [1, "b", 2]},
+        {"book": 3, "returned": 20250131},
+    ]
+    for arguments in accepted:
+        assert _problems(portable, arguments) is None, arguments
+    for arguments in refused:
+        assert _problems(portable, arguments) is not None, arguments
+        assert _problems(portable, arguments) == _problems(as_written, arguments), arguments
+    assert _problems(portable, {"book": 3.5}) == [
+        {"path": "$.book", "message": "Must be of type ['integer', 'string']."}
+    ]
+    assert _problems(portable, {"book": 3, "days": 0}) == [
+        {"path": "$.days", "message": "0 is less than the minimum of 1"}
+    ]
+
+
+def test_portable_types_keeps_what_is_not_a_type_array() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"type": {"type": ["string", "null"], "default": None}, "enum": {"enum": ["a", None]}},
+        "additionalProperties": False,
+        "examples": [{"type": ["not", "a", "schema"]}],
+    }
+    assert portable_types(schema) == {
+        "type": "object",
+        "properties": {
+            "type": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+            "enum": {"enum": ["a", None]},
+        },
+        "additionalProperties": False,
+        "examples": [{"type": ["not", "a", "schema"]}],
+    }
+    assert portable_types({"type": ["integer"], "minimum": 0}) == {"type": "integer", "minimum": 0}
+    assert portable_types({"type": ["integer", "null"], "anyOf": [{"minimum": 0}, {"type": "null"}]}) == {
+        "anyOf": [{"minimum": 0}, {"type": "null"}],
+        "allOf": [{"anyOf": [{"type": "integer"}, {"type": "null"}]}],
+    }
+
+
+def test_an_explicit_input_schema_is_served_as_written() -> None:
+    from mcp_expose.schema import explicit_signature
+
+    schema = {"type": "object", "properties": {"n": {"type": ["integer", "null"]}}, "additionalProperties": False}
+    signature = explicit_signature(lambda n: n, schema, origin="t")
+    assert thaw(signature.input_schema) == schema
