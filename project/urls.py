@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.contrib import admin
-from django.contrib.staticfiles.urls import staticfiles_urlpatterns
-from django.urls import include, path
+from django.contrib.staticfiles.views import serve as serve_static
+from django.urls import include, path, re_path
 from rest_framework.routers import DefaultRouter
 
 from project.library import api, views
@@ -24,6 +24,6 @@ urlpatterns = [
     path("", include("mcp_expose.urls")),
 ]
 
-if settings.DEBUG:
-    # uvicorn serves no static files itself; in the demo, Django does.
-    urlpatterns += staticfiles_urlpatterns()
+# uvicorn serves no static files itself, and the demo runs with DEBUG off: Django serves the admin's CSS and
+# scripts from the apps' static folders (no collectstatic). A real deployment serves them from its web server.
+urlpatterns += [re_path(rf"^{settings.STATIC_URL.lstrip('/')}(?P<path>.*)$", serve_static, {"insecure": True})]

@@ -104,14 +104,26 @@ def _wait_until_serving(server: LiveServer, timeout: float = 30.0) -> None:
 def start_server(data_dir: Path, *, port: int | None = None, lifespan: str = "on", **env: str) -> LiveServer:
     """Start uvicorn serving the demo and wait until it answers; stop it with `stop_server`."""
     port = port or free_port()
+    command = [
+        "-m", "uvicorn", "project.asgi:application",
+        "--host", "127.0.0.1", "--port", str(port), "--lifespan", lifespan, "--log-level", "warning",
+    ]
+    return _launch(data_dir, port, command, env)
+
+
+def start_demo(data_dir: Path, *options: str, **env: str) -> LiveServer:
+    """Start `manage.py demo` (which serves in-process with uvicorn) and wait until it answers."""
+    port = free_port()
+    return _launch(data_dir, port, [str(ROOT / "manage.py"), "demo", "--addrport", f"127.0.0.1:{port}", *options], env)
+
+
+def _launch(data_dir: Path, port: int, command: list[str], env: dict[str, str]) -> LiveServer:
     log_path = data_dir / f"server-{port}-{time.monotonic_ns()}.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [
-                sys.executable, "-m", "uvicorn", "project.asgi:application",
-                "--host", "127.0.0.1", "--port", str(port), "--lifespan", lifespan, "--log-level", "warning",
-            ],
+            [sys.executable, *command],
             env=demo_env(data_dir, **env),
+            stdin=subprocess.DEVNULL,
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -137,6 +149,15 @@ def stop_server(server: LiveServer) -> None:
 @contextmanager
 def run_server(data_dir: Path, *, lifespan: str = "on", **env: str) -> Iterator[LiveServer]:
     server = start_server(data_dir, lifespan=lifespan, **env)
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
+@contextmanager
+def run_demo(data_dir: Path, *options: str, **env: str) -> Iterator[LiveServer]:
+    server = start_demo(data_dir, *options, **env)
     try:
         yield server
     finally:

@@ -86,6 +86,12 @@ def test_demo_prepares_everything_and_is_idempotent(tmp_path: Path) -> None:
     assert count == "1"
 
 
+def test_demo_without_a_terminal_takes_the_defaults_instead_of_prompting(tmp_path: Path) -> None:
+    # Standard input is a pipe at its end, as in a script or CI: no prompt can be answered.
+    output = manage(tmp_path, "demo", "--no-serve", input_text="").stdout
+    assert "Password for" not in output and "admin / admin" in output
+
+
 def test_demo_replaces_a_key_whose_secret_file_was_lost(tmp_path: Path) -> None:
     manage(tmp_path, "demo", "--noinput", "--no-serve")
     first = (tmp_path / "demo-api-key.txt").read_text().strip()
