@@ -20,7 +20,7 @@ urlpatterns = [
     path("authors/new/", views.AuthorCreateView.as_view(), name="library-author-new"),
     path("me/summary/", views.my_summary, name="library-my-summary"),
     # The authorization server (django-oauth-toolkit) and its RFC 8414 metadata at the site root.
-    path("o/", include("oauth2_provider.urls", namespace="oauth2_provider")),
+    path("o/", include("mcp_expose.oauth.urls", namespace="oauth2_provider")),
     path("", include("mcp_expose.urls")),
 ]
 
