@@ -202,7 +202,8 @@ mcp_expose.ModelTools(
     ordering=["name", "born"],
     page_size=5,
     max_page_size=20,
-    scopes=["library:read"],
+    read_scopes=["library:read"],
+    write_scopes=["library:write"],
 )
 
 
