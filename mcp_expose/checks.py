@@ -119,3 +119,33 @@ def check_rows(app_configs: Any = None, databases: Any = None, **kwargs: Any) ->
         checks.Warning(problem, hint="Rename the tool in the admin.", id="mcp_expose.W002")
         for problem in catalog.problems
     ]
+
+
+@checks.register(checks.Tags.compatibility)
+def check_catalog_lint(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The catalog lint as warnings: the tools as the admin's rows serve them when the database checks run,
+    as declared otherwise."""
+    from .catalog import CatalogProvider, compile_catalog
+    from .overview import lint_entry, read_grants_of
+
+    rows = {}
+    if databases:
+        from django.db import DatabaseError
+
+        try:
+            rows = CatalogProvider._load_rows()
+        except DatabaseError:
+            pass  # not migrated yet: lint the declarations
+    catalog = compile_catalog(default_registry, rows)
+    grants = read_grants_of(catalog)
+    messages: list[checks.CheckMessage] = []
+    for entry in catalog.tools:
+        try:
+            lint = lint_entry(entry, grants)
+        except Exception:  # noqa: BLE001, S112  (a declaration that cannot be built is E012's to report)
+            continue
+        messages.extend(
+            checks.Warning(f"The tool {entry.name!r}: {problem.message}.", hint=problem.hint, id=problem.check_id)
+            for problem in lint.problems
+        )
+    return messages

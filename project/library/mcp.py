@@ -186,7 +186,10 @@ async def inventory(context: InvocationContext) -> dict[str, int]:
 
 mcp_expose.expose_view(api.BookViewSet, actions=["list", "retrieve"], scopes=["library:read"])
 mcp_expose.expose_view(api.BookViewSet, actions=["create", "partial_update", "destroy"], scopes=["library:write"])
-mcp_expose.expose_view(api.LoanViewSet, scopes=["library:write"], name={"list": "library.loans.mine"})
+mcp_expose.expose_view(
+    api.LoanViewSet, actions=["list", "retrieve"], scopes=["library:read"], name={"list": "library.loans.mine"}
+)
+mcp_expose.expose_view(api.LoanViewSet, actions=["create", "destroy", "return_book"], scopes=["library:write"])
 mcp_expose.expose_view(
     views.BookListView, name="library.catalogue_page", query_params={"q": "Words in the title"}, scopes=["library:read"]
 )
