@@ -54,6 +54,8 @@ def test_mcp_tools_lists_what_a_user_sees(reader: User) -> None:
 def test_mcp_call_runs_through_the_dispatcher(reader: User) -> None:
     output = json.loads(run("mcp_call", "library.echo", '{"message": "hi"}', "--user", "reader"))
     assert output == {"caller": "reader", "message": "hi"}
+    whoami = json.loads(run("mcp_call", "library.whoami", "{}", "--user", "reader"))
+    assert whoami["credential"] == "command" and whoami["request_auth"] is None
 
 
 def test_mcp_call_reports_errors_with_a_nonzero_exit(reader: User) -> None:

@@ -85,10 +85,12 @@ async def echo(message: Annotated[str, Field(max_length=1000)], context: Invocat
 
 @mcp_expose.tool(read_only=True, open_world=False)
 def whoami(request: HttpRequest, principal: Principal) -> dict[str, object]:
-    """Who the server thinks you are: your user, the credential you presented, and your scopes."""
+    """Who the server thinks you are: your user, the credential you came with (and what code sees of it as
+    request.auth), and your scopes."""
     return {
         "user": request.user.get_username(),
-        "credential": type(request.auth).__name__,
+        "credential": principal.credential_kind,
+        "request_auth": type(request.auth).__name__ if request.auth is not None else None,
         "client_id": principal.client_id,
         "scopes": sorted(principal.scopes),
     }
