@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -103,17 +104,11 @@ def check_anonymous_access(app_configs: Any = None, **kwargs: Any) -> list[check
 @checks.register(checks.Tags.database)
 def check_rows(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Rows whose name clashes are left out of the catalog; say which."""
-    if not databases:
+    rows = _exposure_rows() if databases else None
+    if rows is None:
         return []
-    from django.db import DatabaseError
+    from .catalog import compile_catalog
 
-    from .catalog import CatalogProvider, compile_catalog
-
-    try:
-        rows = CatalogProvider._load_rows()
-    except DatabaseError:
-        # Tables not migrated yet (this check also runs before `migrate` applies our migrations).
-        return []
     catalog = compile_catalog(default_registry, rows)
     return [
         checks.Warning(problem, hint="Rename the tool in the admin.", id="mcp_expose.W002")
@@ -125,18 +120,10 @@ def check_rows(app_configs: Any = None, databases: Any = None, **kwargs: Any) ->
 def check_catalog_lint(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """The catalog lint as warnings: the tools as the admin's rows serve them when the database checks run,
     as declared otherwise."""
-    from .catalog import CatalogProvider, compile_catalog
+    from .catalog import compile_catalog
     from .overview import lint_entry, read_grants_of
 
-    rows = {}
-    if databases:
-        from django.db import DatabaseError
-
-        try:
-            rows = CatalogProvider._load_rows()
-        except DatabaseError:
-            pass  # not migrated yet: lint the declarations
-    catalog = compile_catalog(default_registry, rows)
+    catalog = compile_catalog(default_registry, (_exposure_rows() if databases else None) or {})
     grants = read_grants_of(catalog)
     messages: list[checks.CheckMessage] = []
     for entry in catalog.tools:
@@ -149,3 +136,16 @@ def check_catalog_lint(app_configs: Any = None, databases: Any = None, **kwargs:
             for problem in lint.problems
         )
     return messages
+
+
+def _exposure_rows() -> Mapping[str, Any] | None:
+    """The admin's rows, or None before our tables exist (these checks also run before `migrate` applies our
+    migrations)."""
+    from django.db import DatabaseError
+
+    from .catalog import CatalogProvider
+
+    try:
+        return CatalogProvider._load_rows()
+    except DatabaseError:
+        return None
