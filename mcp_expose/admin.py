@@ -141,20 +141,21 @@ class ExposedToolAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("catalog lint"))
     def catalog_lint(self, obj: ExposedTool) -> str:
-        from .overview import lint_entry
+        from .overview import lint_entry, read_grants_of
 
-        entry = next((entry for entry in provider.get_sync().tools if entry.key == obj.key), None)
+        catalog = provider.get_sync()
+        entry = next((entry for entry in catalog.tools if entry.key == obj.key), None)
         if entry is None:
             return _("Not served (disabled, stale or in conflict).")
         try:
-            lint = lint_entry(entry)
+            lint = lint_entry(entry, read_grants_of(catalog))
         except Exception as exc:  # noqa: BLE001  (a broken declaration is exactly what lint should show)
             return format_html('<span class="errornote">{}</span>', str(exc))
         return format_html(
             "<ul class='mcp-lint'><li>{}: {}</li><li>{}: {}</li><li>{}: {} bytes, about {} tokens</li>{}</ul>",
             _("name length"), lint.name_length, _("description length"), lint.description_length,
             _("definition size"), lint.schema_bytes, lint.estimated_tokens,
-            format_html_join("", "<li class='errornote'>{}</li>", ((problem,) for problem in lint.problems)),
+            format_html_join("", "<li class='errornote'>{}</li>", ((problem.message,) for problem in lint.problems)),
         )
 
     def get_urls(self) -> list[Any]:

@@ -47,7 +47,7 @@ def try_tool(model_admin: Any, request: HttpRequest, object_id: int) -> HttpResp
         if writes and request.POST.get("confirm_write") != "on":
             errors.append(str(_("This tool may change data: tick the confirmation box to run it.")))
         if not errors:
-            principal = principal_for_user(request.user, _all_scopes(catalog), "local")
+            principal = principal_for_user(request.user, _all_scopes(catalog), "local", via="admin")
             call = CallRequest(base_url=f"{request.scheme}://{request.get_host()}")
             try:
                 outcome = async_to_sync(call_tool)(catalog, principal, entry.name, arguments, call)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -120,19 +121,48 @@ def check_anonymous_access(app_configs: Any = None, **kwargs: Any) -> list[check
 @checks.register(checks.Tags.database)
 def check_rows(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Rows whose name clashes are left out of the catalog; say which."""
-    if not databases:
+    rows = _exposure_rows() if databases else None
+    if rows is None:
         return []
-    from django.db import DatabaseError
+    from .catalog import compile_catalog
 
-    from .catalog import CatalogProvider, compile_catalog
-
-    try:
-        rows = CatalogProvider._load_rows()
-    except DatabaseError:
-        # Tables not migrated yet (this check also runs before `migrate` applies our migrations).
-        return []
     catalog = compile_catalog(default_registry, rows)
     return [
         checks.Warning(problem, hint="Rename the tool in the admin.", id="mcp_expose.W002")
         for problem in catalog.problems
     ]
+
+
+@checks.register(checks.Tags.compatibility)
+def check_catalog_lint(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The catalog lint as warnings: the tools as the admin's rows serve them when the database checks run,
+    as declared otherwise."""
+    from .catalog import compile_catalog
+    from .overview import lint_entry, read_grants_of
+
+    catalog = compile_catalog(default_registry, (_exposure_rows() if databases else None) or {})
+    grants = read_grants_of(catalog)
+    messages: list[checks.CheckMessage] = []
+    for entry in catalog.tools:
+        try:
+            lint = lint_entry(entry, grants)
+        except Exception:  # noqa: BLE001, S112  (a declaration that cannot be built is E012's to report)
+            continue
+        messages.extend(
+            checks.Warning(f"The tool {entry.name!r}: {problem.message}.", hint=problem.hint, id=problem.check_id)
+            for problem in lint.problems
+        )
+    return messages
+
+
+def _exposure_rows() -> Mapping[str, Any] | None:
+    """The admin's rows, or None before our tables exist (these checks also run before `migrate` applies our
+    migrations)."""
+    from django.db import DatabaseError
+
+    from .catalog import CatalogProvider
+
+    try:
+        return CatalogProvider._load_rows()
+    except DatabaseError:
+        return None

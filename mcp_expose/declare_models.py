@@ -25,6 +25,7 @@ from .registry import registry as default_registry
 from .schema import LazySignature, capped_parameters, generated_signature, object_schema
 
 ACTIONS = ("list", "get", "create", "update", "delete")
+READ_ACTIONS = frozenset({"list", "get"})
 SAFE_LOOKUPS = frozenset({
     "exact", "iexact", "contains", "icontains", "startswith", "istartswith", "endswith", "iendswith",
     "gt", "gte", "lt", "lte", "in", "isnull", "date", "year",
@@ -39,6 +40,8 @@ class ModelTools:
     `filters`: {"field" or "relation__field": ["exact", "icontains", ...]} (no regex lookups).
     `ordering`: fields a caller may order by (each also descending). `page_size`/`max_page_size` bound lists.
     Deletes are destructive and need a person's confirmation unless `confirm_deletes=False`.
+    Scopes: `read_scopes` for list/get and `write_scopes` for create/update/delete, so that a token granted
+    reading cannot write; `scopes` instead applies to every action (one or the other, not both).
     """
 
     def __init__(
@@ -53,7 +56,9 @@ class ModelTools:
         page_size: int = 20,
         max_page_size: int = 100,
         prefix: str | None = None,
-        scopes: Iterable[str] = (),
+        scopes: Iterable[str] | None = None,
+        read_scopes: Iterable[str] | None = None,
+        write_scopes: Iterable[str] | None = None,
         confirm_deletes: bool = True,
         enabled: bool = True,
         rate_limit: str = "",
@@ -74,12 +79,13 @@ class ModelTools:
         self.page_size = page_size
         self.max_page_size = max_page_size
         self._check_declaration()
+        scopes_for = self._scopes_by_action(scopes, read_scopes, write_scopes)
         self.serializer_class = self._serializer_class()
         meta = model._meta
         prefix = prefix or f"{meta.app_label}.{str(meta.verbose_name_plural).replace(' ', '_')}"
         target_registry = registry if registry is not None else default_registry
         self.capabilities = [
-            target_registry.register(self._capability(action, f"{prefix}.{action}", frozenset(scopes),
+            target_registry.register(self._capability(action, f"{prefix}.{action}", scopes_for[action],
                                                       confirm_deletes, enabled, rate_limit))
             for action in self.actions
         ]
@@ -94,6 +100,24 @@ class ModelTools:
                 raise DeclarationError(f"{self.origin}: lookups {bad} on {path!r} are not allowed; use {sorted(SAFE_LOOKUPS)}.")
         for name in self.ordering:
             self._model_field(name)
+
+    def _scopes_by_action(
+        self, scopes: Iterable[str] | None, read_scopes: Iterable[str] | None, write_scopes: Iterable[str] | None
+    ) -> dict[str, frozenset[str]]:
+        if scopes is not None and (read_scopes is not None or write_scopes is not None):
+            raise DeclarationError(
+                f"{self.origin}: scopes= applies to every action; give it alone, or read_scopes= and write_scopes= "
+                "instead."
+            )
+        writes = [action for action in self.actions if action not in READ_ACTIONS]
+        if read_scopes is not None and write_scopes is None and writes:
+            raise DeclarationError(
+                f"{self.origin}: read_scopes= is given but write_scopes= is not, which would leave {writes} "
+                "needing no scope at all; give write_scopes= too."
+            )
+        reading = frozenset(scopes if scopes is not None else read_scopes or ())
+        writing = frozenset(scopes if scopes is not None else write_scopes or ())
+        return {action: reading if action in READ_ACTIONS else writing for action in self.actions}
 
     def _model_field(self, path: str) -> models.Field:
         model: Any = self.model
@@ -115,7 +139,7 @@ class ModelTools:
     def _capability(self, action: str, key: str, scopes: frozenset[str], confirm_deletes: bool, enabled: bool,
                     rate_limit: str) -> Capability:
         meta = self.model._meta
-        read_only = action in ("list", "get")
+        read_only = action in READ_ACTIONS
         annotations = Annotations(
             read_only=read_only,
             destructive=True if action == "delete" else (False if not read_only else None),

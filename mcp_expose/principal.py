@@ -26,10 +26,18 @@ class Principal:
     api_key_prefix: str | None = None
     client_id: str | None = None
     credential: Any = field(default=None, repr=False, compare=False)
+    # A local caller presents no credential; this says how it came in instead: "stdio", "command", "admin".
+    via: str = ""
 
     @property
     def is_authenticated(self) -> bool:
         return self.method != "anonymous"
+
+    @property
+    def credential_kind(self) -> str:
+        """What the caller came with, for people and tools: "api_key", "oauth", "anonymous", or a local
+        caller's way in (`via`)."""
+        return self.via or self.method
 
     @property
     def label(self) -> str:

@@ -4,7 +4,8 @@ Paths can be moved with environment variables so that tests can run several
 isolated copies side by side:
 
 - DEMO_DATA_DIR: where the SQLite database and the file cache live (default: ./var).
-- DJANGO_SECRET_KEY, DJANGO_DEBUG, DJANGO_ALLOWED_HOSTS (comma-separated).
+- DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS (comma-separated).
+- DJANGO_DEBUG=1: Django's debug pages (off by default, as in production; `manage.py demo --debug` too).
 """
 
 import os
@@ -16,7 +17,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("DEMO_DATA_DIR", BASE_DIR / "var"))
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "demo-only-secret-key-change-me-in-any-real-deployment")
-DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+DEBUG = os.environ.get("DJANGO_DEBUG", "0") == "1"
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h]
 
 INSTALLED_APPS = [

@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.contrib import admin
-from django.contrib.staticfiles.urls import staticfiles_urlpatterns
-from django.urls import include, path
+from django.contrib.staticfiles.views import serve as serve_static
+from django.urls import include, path, re_path
 from rest_framework.routers import DefaultRouter
 
 from project.library import api, views
@@ -20,10 +20,10 @@ urlpatterns = [
     path("authors/new/", views.AuthorCreateView.as_view(), name="library-author-new"),
     path("me/summary/", views.my_summary, name="library-my-summary"),
     # The authorization server (django-oauth-toolkit) and its RFC 8414 metadata at the site root.
-    path("o/", include("oauth2_provider.urls", namespace="oauth2_provider")),
+    path("o/", include("mcp_expose.oauth.urls", namespace="oauth2_provider")),
     path("", include("mcp_expose.urls")),
 ]
 
-if settings.DEBUG:
-    # uvicorn serves no static files itself; in the demo, Django does.
-    urlpatterns += staticfiles_urlpatterns()
+# uvicorn serves no static files itself, and the demo runs with DEBUG off: Django serves the admin's CSS and
+# scripts from the apps' static folders (no collectstatic). A real deployment serves them from its web server.
+urlpatterns += [re_path(rf"^{settings.STATIC_URL.lstrip('/')}(?P<path>.*)$", serve_static, {"insecure": True})]

@@ -110,14 +110,26 @@ def start_server(
     """Start uvicorn serving the demo and wait until it answers; stop it with `stop_server`. At `log_level`
     "info" uvicorn writes its access log (through the demo's LOGGING)."""
     port = port or free_port()
+    command = [
+        "-m", "uvicorn", "project.asgi:application",
+        "--host", "127.0.0.1", "--port", str(port), "--lifespan", lifespan, "--log-level", log_level,
+    ]
+    return _launch(data_dir, port, command, env)
+
+
+def start_demo(data_dir: Path, *options: str, **env: str) -> LiveServer:
+    """Start `manage.py demo` (which serves in-process with uvicorn) and wait until it answers."""
+    port = free_port()
+    return _launch(data_dir, port, [str(ROOT / "manage.py"), "demo", "--addrport", f"127.0.0.1:{port}", *options], env)
+
+
+def _launch(data_dir: Path, port: int, command: list[str], env: dict[str, str]) -> LiveServer:
     log_path = data_dir / f"server-{port}-{time.monotonic_ns()}.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [
-                sys.executable, "-m", "uvicorn", "project.asgi:application",
-                "--host", "127.0.0.1", "--port", str(port), "--lifespan", lifespan, "--log-level", log_level,
-            ],
+            [sys.executable, *command],
             env=demo_env(data_dir, **env),
+            stdin=subprocess.DEVNULL,
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -143,6 +155,15 @@ def stop_server(server: LiveServer) -> None:
 @contextmanager
 def run_server(data_dir: Path, *, lifespan: str = "on", log_level: str = "warning", **env: str) -> Iterator[LiveServer]:
     server = start_server(data_dir, lifespan=lifespan, log_level=log_level, **env)
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
+@contextmanager
+def run_demo(data_dir: Path, *options: str, **env: str) -> Iterator[LiveServer]:
+    server = start_demo(data_dir, *options, **env)
     try:
         yield server
     finally:

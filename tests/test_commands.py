@@ -54,6 +54,8 @@ def test_mcp_tools_lists_what_a_user_sees(reader: User) -> None:
 def test_mcp_call_runs_through_the_dispatcher(reader: User) -> None:
     output = json.loads(run("mcp_call", "library.echo", '{"message": "hi"}', "--user", "reader"))
     assert output == {"caller": "reader", "message": "hi"}
+    whoami = json.loads(run("mcp_call", "library.whoami", "{}", "--user", "reader"))
+    assert whoami["credential"] == "command" and whoami["request_auth"] is None
 
 
 def test_mcp_call_reports_errors_with_a_nonzero_exit(reader: User) -> None:
@@ -84,6 +86,12 @@ def test_demo_prepares_everything_and_is_idempotent(tmp_path: Path) -> None:
         "from mcp_expose.models import ApiKey; print(ApiKey.objects.filter(revoked_at__isnull=True).count())",
     ).stdout.strip().splitlines()[-1]
     assert count == "1"
+
+
+def test_demo_without_a_terminal_takes_the_defaults_instead_of_prompting(tmp_path: Path) -> None:
+    # Standard input is a pipe at its end, as in a script or CI: no prompt can be answered.
+    output = manage(tmp_path, "demo", "--no-serve", input_text="").stdout
+    assert "Password for" not in output and "admin / admin" in output
 
 
 def test_demo_replaces_a_key_whose_secret_file_was_lost(tmp_path: Path) -> None:

@@ -279,6 +279,28 @@ async def test_a_rate_limit_is_shared_by_two_processes(data: Path, server: LiveS
     assert error["code"] == "rate_limited" and 1 <= error["details"]["retry_after"] <= 60
 
 
+def set_row_rate_limit(data: Path, key: str, rate: str) -> None:
+    """As the admin form does: validated, then saved, which moves the catalog revision every server watches."""
+    shell(data, "from mcp_expose.models import ExposedTool\n"
+                f"row = ExposedTool.objects.get(key={key!r}); row.rate_limit = {rate!r}; row.full_clean(); row.save()\n"
+                "print('saved')")
+
+
+async def test_a_rate_limit_set_on_the_admin_row_applies(data: Path, server: LiveServer) -> None:
+    key = create_api_key(data, "reader", "library:read")
+    # library.library_stats declares no limit: the row's is the only one. A day, so no window ends mid-test.
+    set_row_rate_limit(data, "library.library_stats", "2/day")
+    try:
+        async with connect(server.mcp_url, key, "auto") as client:
+            results = [await client.call_tool("library.library_stats", {}) for _ in range(3)]
+    finally:
+        set_row_rate_limit(data, "library.library_stats", "")
+    assert [r.is_error for r in results] == [False, False, True]
+    error = results[-1].structured_content["error"]
+    assert error["code"] == "rate_limited" and 1 <= error["details"]["retry_after"] <= 86400
+    assert error["message"] == f"Too many calls. Try again in {error['details']['retry_after']} seconds."
+
+
 async def test_a_timeout_gives_a_timeout_result_and_keeps_no_write(server: LiveServer, key: str, data: Path) -> None:
     async with connect(server.mcp_url, key, "auto") as client:
         result = await client.call_tool("toolbox.slow_write", {"marker": "timed-out", "seconds": 5})

@@ -481,12 +481,14 @@ def test_tools_see_the_token_as_request_auth(
     response = call(server, read_token["access_token"], "tools/call", {"name": "library.whoami", "arguments": {}})
     assert json.loads(response.json()["result"]["content"][0]["text"]) == {
         "user": "reader",
-        "credential": "AccessToken",
+        "credential": "oauth",
+        "request_auth": "AccessToken",
         "client_id": client_id,
         "scopes": ["library:read", "mcp"],
     }
     with_key = call(server, key, "tools/call", {"name": "library.whoami", "arguments": {}})
-    assert with_key.json()["result"]["structuredContent"]["credential"] == "ApiKey"
+    assert with_key.json()["result"]["structuredContent"]["credential"] == "api_key"
+    assert with_key.json()["result"]["structuredContent"]["request_auth"] == "ApiKey"
 
 
 def test_code_exchange_without_the_verifier_fails(server: LiveServer, reader: Browser, client_id: str, resource: str) -> None:
@@ -577,7 +579,8 @@ def test_the_demo_script_client_uses_client_credentials(server: LiveServer, data
     whoami = call(server, response.json()["access_token"], "tools/call", {"name": "library.whoami", "arguments": {}})
     assert whoami.json()["result"]["structuredContent"] == {
         "user": "admin",
-        "credential": "AccessToken",
+        "credential": "oauth",
+        "request_auth": "AccessToken",
         "client_id": client_id,
         "scopes": ["library:read", "library:write", "mcp"],
     }

@@ -35,6 +35,8 @@ async def test_stdio_serves_the_catalog_as_the_user(demo_data: tuple[Path, str],
     assert "library.search_books" in names and "library.borrow_book" not in names
     assert "library.overdue_loans" not in names  # reader lacks the Django permission
     assert whoami.structured_content["user"] == "reader" and whoami.structured_content["scopes"] == ["library:read", "mcp"]
+    # A local caller presents no credential: it is named by its way in, and code sees no request.auth.
+    assert whoami.structured_content["credential"] == "stdio" and whoami.structured_content["request_auth"] is None
     assert search.structured_content["result"][0]["title"] == "Cosmos"
     assert refused.value.code == -32602
     assert [resource.uri for resource in resources] == ["library://catalogue"]

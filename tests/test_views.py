@@ -13,11 +13,15 @@ from django.contrib.auth.models import AnonymousUser, Permission, User
 from django.core.cache import cache
 from django.test import Client
 
+from mcp_expose import ModelTools
 from mcp_expose.catalog import provider
+from mcp_expose.declare_models import ACTIONS as MODEL_ACTIONS
 from mcp_expose.dispatch import ToolOutcome, call_tool
-from mcp_expose.errors import UnknownTool
+from mcp_expose.errors import DeclarationError, UnknownTool
 from mcp_expose.principal import Principal, principal_for_user
+from mcp_expose.registry import CapabilityRegistry
 from mcp_expose.schema import thaw
+from mcp_expose.scopes import expand_scopes
 from project.library.models import Author, Book, Loan
 from project.library.seed import seed_library
 
@@ -290,6 +294,37 @@ def test_model_tools_follow_model_permissions(alice: User, librarian: User) -> N
     assert mcp(alice, "library.authors.get", {"id": author_id("Ursula K. Le Guin")}).value["name"] == "Ursula K. Le Guin"
     with pytest.raises(UnknownTool):
         mcp(alice, "library.authors.create", {"name": "Someone"})
+
+
+def test_a_token_granted_reading_cannot_write_authors(librarian: User) -> None:
+    reading = principal_for_user(librarian, expand_scopes(["library:read"]), "api_key")
+    catalog = provider.get_sync()
+    listed = async_to_sync(call_tool)(catalog, reading, "library.authors.list", {})
+    assert listed.failure is None and listed.value["results"]
+    for tool, arguments in [
+        ("library.authors.create", {"name": "Ada Lovelace"}),
+        ("library.authors.update", {"id": author_id("Carl Sagan"), "born": 1}),
+        ("library.authors.delete", {"id": author_id("Carl Sagan")}),
+    ]:
+        with pytest.raises(UnknownTool):
+            async_to_sync(call_tool)(catalog, reading, tool, arguments)
+    assert not Author.objects.filter(name="Ada Lovelace").exists()
+    assert Author.objects.get(name="Carl Sagan").born == 1934
+
+
+def test_model_tools_scopes_for_reading_and_writing(registry: CapabilityRegistry) -> None:
+    split = ModelTools(Author, actions=list(MODEL_ACTIONS), read_scopes=["r"], write_scopes=["w"], registry=registry)
+    assert {c.name.rsplit(".", 1)[1]: set(c.scopes) for c in split.capabilities} == {
+        "list": {"r"}, "get": {"r"}, "create": {"w"}, "update": {"w"}, "delete": {"w"}
+    }
+    every = ModelTools(Author, actions=list(MODEL_ACTIONS), scopes=["s"], prefix="all", registry=registry)
+    assert {frozenset(c.scopes) for c in every.capabilities} == {frozenset({"s"})}
+    only_reads = ModelTools(Author, read_scopes=["r"], prefix="reads", registry=registry)
+    assert {frozenset(c.scopes) for c in only_reads.capabilities} == {frozenset({"r"})}
+    with pytest.raises(DeclarationError, match="scopes= applies to every action"):
+        ModelTools(Author, scopes=["s"], write_scopes=["w"], prefix="x", registry=registry)
+    with pytest.raises(DeclarationError, match=r"\['create'\] needing no scope at all; give write_scopes="):
+        ModelTools(Author, actions=["list", "create"], read_scopes=["r"], prefix="y", registry=registry)
 
 
 def test_model_writes_validate_and_leave_nothing_on_failure(librarian: User) -> None:

@@ -9,8 +9,8 @@ from ..catalog import Catalog
 from ..principal import Principal, principal_for_user
 
 
-def local_principal(username: str, scopes: str | None, catalog: Catalog) -> Principal:
-    """A principal for `username` on the command line.
+def local_principal(username: str, scopes: str | None, catalog: Catalog, via: str = "command") -> Principal:
+    """A principal for `username` on the command line (`via`: "command", or "stdio" when it serves a client).
 
     Whoever can run manage.py already holds every credential, so scopes default
     to all that the catalog uses; `scopes` narrows them to test what a key or
@@ -26,4 +26,4 @@ def local_principal(username: str, scopes: str | None, catalog: Catalog) -> Prin
     granted = frozenset(scopes.split()) if scopes is not None else frozenset().union(
         *(entry.scopes for entry in catalog.tools)
     )
-    return principal_for_user(user, granted, "local")
+    return principal_for_user(user, granted, "local", via=via)

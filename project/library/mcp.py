@@ -85,10 +85,12 @@ async def echo(message: Annotated[str, Field(max_length=1000)], context: Invocat
 
 @mcp_expose.tool(read_only=True, open_world=False)
 def whoami(request: HttpRequest, principal: Principal) -> dict[str, object]:
-    """Who the server thinks you are: your user, the credential you presented, and your scopes."""
+    """Who the server thinks you are: your user, the credential you came with (and what code sees of it as
+    request.auth), and your scopes."""
     return {
         "user": request.user.get_username(),
-        "credential": type(request.auth).__name__,
+        "credential": principal.credential_kind,
+        "request_auth": type(request.auth).__name__ if request.auth is not None else None,
         "client_id": principal.client_id,
         "scopes": sorted(principal.scopes),
     }
@@ -186,7 +188,10 @@ async def inventory(context: InvocationContext) -> dict[str, int]:
 
 mcp_expose.expose_view(api.BookViewSet, actions=["list", "retrieve"], scopes=["library:read"])
 mcp_expose.expose_view(api.BookViewSet, actions=["create", "partial_update", "destroy"], scopes=["library:write"])
-mcp_expose.expose_view(api.LoanViewSet, scopes=["library:write"], name={"list": "library.loans.mine"})
+mcp_expose.expose_view(
+    api.LoanViewSet, actions=["list", "retrieve"], scopes=["library:read"], name={"list": "library.loans.mine"}
+)
+mcp_expose.expose_view(api.LoanViewSet, actions=["create", "destroy", "return_book"], scopes=["library:write"])
 mcp_expose.expose_view(
     views.BookListView, name="library.catalogue_page", query_params={"q": "Words in the title"}, scopes=["library:read"]
 )
@@ -202,7 +207,8 @@ mcp_expose.ModelTools(
     ordering=["name", "born"],
     page_size=5,
     max_page_size=20,
-    scopes=["library:read"],
+    read_scopes=["library:read"],
+    write_scopes=["library:write"],
 )
 
 

@@ -26,7 +26,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, user: str, scopes: str | None, base_url: str, **options: Any) -> None:
         # Fail before the client connects: a missing user is an error on stderr, not a broken session.
-        principal = local_principal(user, scopes, provider.get_sync())
+        principal = local_principal(user, scopes, provider.get_sync(), via="stdio")
         anyio.run(self._serve, principal, base_url)
 
     async def _serve(self, principal: Any, base_url: str) -> None:

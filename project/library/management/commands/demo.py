@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,18 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--addrport", default="127.0.0.1:8000", help="HOST:PORT to serve on.")
         parser.add_argument("--noinput", "--no-input", action="store_false", dest="interactive",
-                            help="Never prompt (the admin password defaults to 'admin').")
+                            help="Never prompt (the admin password defaults to 'admin'). Implied when standard "
+                                 "input is not a terminal.")
         parser.add_argument("--no-serve", action="store_false", dest="serve",
                             help="Prepare everything and print the details, but do not start the server.")
+        parser.add_argument("--debug", action="store_true",
+                            help="Serve with Django's DEBUG on: error pages with tracebacks and settings. Only on "
+                                 "a machine nobody else can reach.")
 
-    def handle(self, *args: Any, addrport: str, interactive: bool, serve: bool, **options: Any) -> None:
+    def handle(self, *args: Any, addrport: str, interactive: bool, serve: bool, debug: bool, **options: Any) -> None:
         host, port = _split_addrport(addrport)
+        # Without a terminal (a script, a pipe, CI) nobody can answer, so the defaults apply as with --noinput.
+        interactive = interactive and sys.stdin.isatty()
         self._data_dir().mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
         created = seed_library()
@@ -62,7 +69,7 @@ class Command(BaseCommand):
         self.stdout.write(f"  Connect page:  {base}/mcp/connect/ (MCP Inspector, Claude, VS Code, Cursor)")
         self.stdout.write("  Try:           python manage.py mcp_tools --user admin")
         if serve:
-            self._serve(host, port)
+            self._serve(host, port, debug=debug)
 
     def _ensure_user(self, username: str, *, superuser: bool, interactive: bool) -> str | None:
         """Create the user if missing; returns the password only when it was just set."""
@@ -120,11 +127,15 @@ class Command(BaseCommand):
         """Where the demo keeps its files: DATA_DIR (DEMO_DATA_DIR), whatever the database engine."""
         return Path(getattr(settings, "DATA_DIR", None) or Path(str(settings.DATABASES["default"]["NAME"])).parent)
 
-    def _serve(self, host: str, port: int) -> None:
+    def _serve(self, host: str, port: int, *, debug: bool) -> None:
         try:
             import uvicorn
         except ImportError:
             raise CommandError("Serving needs uvicorn: pip install 'django-mcp-expose[demo]'.") from None
+        if debug:
+            # Before the first request: Django reads DEBUG per request, and uvicorn serves this very process.
+            settings.DEBUG = True
+        self.stdout.write(f"  DEBUG:         {'on (--debug)' if settings.DEBUG else 'off (--debug turns it on)'}")
         uvicorn.run("project.asgi:application", host=host, port=port, lifespan="on", log_level="info")
 
 
