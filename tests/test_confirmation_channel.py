@@ -23,9 +23,14 @@ ACCEPT = types.ElicitResult(action="accept", content={"confirm": True})
 
 def set_channel(data: Path, key: str, channel: str) -> None:
     """What the admin's form does: save the row, which moves the catalog revision for every process."""
-    manage(data, "shell", "-c", "from mcp_expose.models import ExposedTool\n"
-           f"ExposedTool.objects.update_or_create(key={key!r}, defaults={{'confirmation_channel': {channel!r}}})",
-           env=LIVE_SETTINGS)
+    manage(
+        data,
+        "shell",
+        "-c",
+        "from mcp_expose.models import ExposedTool\n"
+        f"ExposedTool.objects.update_or_create(key={key!r}, defaults={{'confirmation_channel': {channel!r}}})",
+        env=LIVE_SETTINGS,
+    )
 
 
 def post_as(browser: Browser, url: str, **fields: str) -> int:
@@ -46,8 +51,9 @@ async def test_an_auto_accepting_client_cannot_confirm_and_only_the_signed_in_ca
         url = approval_url(await client.call_tool(tool, arguments))
         if mode == "auto":
             # A yes the client offers unasked with the call is not read either.
-            offered = await client.session.call_tool(tool, arguments, input_responses={"confirm": ACCEPT},
-                                                     allow_input_required=True)
+            offered = await client.session.call_tool(
+                tool, arguments, input_responses={"confirm": ACCEPT}, allow_input_required=True
+            )
             assert approval_url(offered) == url
         assert auto.asked == []  # never asked in the client at all
 
@@ -94,8 +100,10 @@ async def test_the_admin_moves_a_tool_to_the_approval_page_and_its_later_rounds_
     assert done.structured_content == {"result": "launched mars as heron"}
     assert auto.asked == ["elicit:Name this launch"]
     assert authors_named(data, "launched-mars-heron") == 1
-    statuses = shell(data, "from mcp_expose.models import Confirmation;"
-                     "print(sorted(Confirmation.objects.filter(tool_key='toolbox.launch_named')"
-                     ".values_list('channel', 'status')))")
+    statuses = shell(
+        data,
+        "from mcp_expose.models import Confirmation;"
+        "print(sorted(Confirmation.objects.filter(tool_key='toolbox.launch_named')"
+        ".values_list('channel', 'status')))",
+    )
     assert statuses == "[('approval_page', 'consumed')]"
-
