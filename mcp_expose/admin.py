@@ -19,9 +19,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from .catalog import provider
+from .catalog import effective_confirmation, provider
 from .models import ApiKey, Confirmation, CredentialLeak, ExposedTool, PromptTemplate, ToolCall
-from .registry import Capability, registry
+from .registry import APPROVAL_PAGE_CHANNEL, Capability, registry
 from .schema import thaw
 
 
@@ -45,6 +45,12 @@ def _pretty_json(value: Any) -> str:
     return format_html('<pre class="mcp-json">{}</pre>', json.dumps(thaw(value), indent=2, ensure_ascii=False))
 
 
+def _confirmation_words(required: bool, channel: str) -> str:
+    if not required:
+        return "—"
+    return str(_("on the approval page") if channel == APPROVAL_PAGE_CHANNEL else _("through the client"))
+
+
 @admin.register(ExposedTool)
 class ExposedToolAdmin(admin.ModelAdmin):
     list_display = [
@@ -66,6 +72,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
         "declared_scopes",
         "declared_permissions",
         "declared_annotations",
+        "declared_confirmation",
         "declared_description",
         "input_schema",
         "output_schema",
@@ -79,7 +86,10 @@ class ExposedToolAdmin(admin.ModelAdmin):
         ),
         (
             _("Safety"),
-            {"fields": ["requires_confirmation", "rate_limit", "timeout", "max_result_bytes", "log_argument_values"]},
+            {
+                "fields": ["requires_confirmation", "confirmation_channel", "rate_limit", "timeout", "max_result_bytes",
+                           "log_argument_values"],
+            },
         ),
         (
             _("Hints to clients"),
@@ -185,10 +195,10 @@ class ExposedToolAdmin(admin.ModelAdmin):
     def calls_24h(self, obj: ExposedTool) -> int:
         return getattr(obj, "recent_calls", 0)
 
-    @admin.display(description=_("confirmation"), boolean=True)
-    def confirmation_display(self, obj: ExposedTool) -> bool:
+    @admin.display(description=_("confirmation"))
+    def confirmation_display(self, obj: ExposedTool) -> str:
         capability = self._capability(obj)
-        return obj.requires_confirmation or bool(capability and capability.requires_confirmation)
+        return _confirmation_words(*effective_confirmation(capability, obj.exposure_state())) if capability else "—"
 
     @admin.display(description=_("rate limit"))
     def rate_display(self, obj: ExposedTool) -> str:
@@ -224,6 +234,11 @@ class ExposedToolAdmin(admin.ModelAdmin):
     def declared_annotations(self, obj: ExposedTool) -> str:
         capability = self._capability(obj)
         return _pretty_json(capability.annotations.as_dict()) if capability else "—"
+
+    @admin.display(description=_("confirmation"))
+    def declared_confirmation(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        return _confirmation_words(*effective_confirmation(capability, None)) if capability else "—"
 
     @admin.display(description=_("effective annotations"))
     def effective_annotations(self, obj: ExposedTool) -> str:

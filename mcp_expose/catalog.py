@@ -18,7 +18,15 @@ from .conf import get_settings
 from .names import name_problem
 from .prompt_templates import capability_for
 from .ratelimit import stricter_rate
-from .registry import TOOL_KINDS, Annotations, Capability, CapabilityRegistry
+from .registry import (
+    APPROVAL_PAGE_CHANNEL,
+    CLIENT_CHANNEL,
+    TOOL_KINDS,
+    Annotations,
+    Capability,
+    CapabilityRegistry,
+    ConfirmationChannel,
+)
 from .registry import registry as default_registry
 from .revision import current_revision
 from .uri_templates import is_template, match
@@ -39,6 +47,7 @@ class ExposureState:
     # Client ids of the OAuth applications allowed to use the tool; empty means any caller.
     allowed_clients: frozenset[str] = frozenset()
     requires_confirmation: bool = False
+    confirmation_channel: ConfirmationChannel = CLIENT_CHANNEL
     rate_limit: str = ""
     timeout: float | None = None
     max_result_bytes: int | None = None
@@ -61,6 +70,8 @@ class ToolEntry:
     capability: Capability
     allowed_clients: frozenset[str] = frozenset()
     requires_confirmation: bool = False
+    # Where a person confirms: the approval page if code or row says so (either may narrow, neither widen).
+    confirmation_channel: ConfirmationChannel = CLIENT_CHANNEL
     # (calls, seconds) or None; the stricter of code and row.
     rate_limit: tuple[int, int] | None = None
     timeout: float = 30.0
@@ -161,6 +172,7 @@ def compile_catalog(
             problems.append(f"{capability.key}: tool name {name!r} is already used by {taken[folded]}; not served.")
             continue
         taken[folded] = capability.key
+        requires_confirmation, channel = effective_confirmation(capability, row)
         entry = ToolEntry(
             name=name,
             key=capability.key,
@@ -171,7 +183,8 @@ def compile_catalog(
             annotations=_annotations(capability.annotations, row.annotations if row is not None else {}),
             capability=capability,
             allowed_clients=row.allowed_clients if row is not None else frozenset(),
-            requires_confirmation=capability.requires_confirmation or bool(row and row.requires_confirmation),
+            requires_confirmation=requires_confirmation,
+            confirmation_channel=channel,
             rate_limit=stricter_rate(capability.rate_limit, row.rate_limit if row is not None else ""),
             timeout=_smallest(capability.timeout, row.timeout if row is not None else None, defaults.TOOL_TIMEOUT),
             max_result_bytes=int(
@@ -198,6 +211,14 @@ def compile_catalog(
 def _annotations(declared: Annotations, overrides: Mapping[str, bool | None]) -> Annotations:
     changes = {name: value for name, value in overrides.items() if value is not None}
     return replace(declared, **changes) if changes else declared
+
+
+def effective_confirmation(capability: Capability, row: ExposureState | None) -> tuple[bool, ConfirmationChannel]:
+    """Whether a person confirms each call, and where. Code and row may each switch confirmation on or move
+    it to the approval page, never take either back: a client that answers forms by itself is not a person."""
+    on_page = APPROVAL_PAGE_CHANNEL in (capability.confirmation_channel, row.confirmation_channel if row else None)
+    required = capability.requires_confirmation or bool(row and row.requires_confirmation) or on_page
+    return required, APPROVAL_PAGE_CHANNEL if on_page else CLIENT_CHANNEL
 
 
 def _smallest(code: float | None, row: float | None, default: float) -> float:

@@ -3,7 +3,9 @@
 Two channels. A 2026-07-28 client that can show forms gets one deterministic
 form (an `input_required` result); its answer comes back with the sealed
 request state. Every other client gets a link to an approval page, where the same
-user says yes or no, and the repeated call then runs once.
+user says yes or no, and the repeated call then runs once. A tool whose entry says
+`confirmation_channel == "approval_page"` always takes the approval page: a client
+that answers forms by itself is not a person.
 
 Either way a `Confirmation` row records the question and its answer, and moves
 through its states by conditional UPDATEs, so nothing can be answered or used twice.
@@ -27,6 +29,7 @@ from .conf import get_settings
 from .db import tidies_connections
 from .errors import AccessDenied, ToolError
 from .principal import Principal
+from .registry import CLIENT_CHANNEL
 
 CONFIRM_FIELD = "confirm"
 # Request-state entries: the question asked, and (once accepted) the confirmation later rounds rely on.
@@ -118,16 +121,19 @@ def answer_from_client(
     """Apply the client's answer to the question named in `state`. Returns whether to run.
 
     Raises `StaleConfirmation` when that question is not pending any more (a replay),
-    or does not belong to this caller, tool and arguments.
+    does not belong to this caller, tool and arguments, or the tool takes no answer from a client.
     """
     from .models import Confirmation
 
+    if entry.confirmation_channel != CLIENT_CHANNEL:
+        raise StaleConfirmation("this tool takes its confirmations on the approval page only")
     confirmation_id = _confirmation_id(state, STATE_KEY)
     now = timezone.now()
     status = Confirmation.Status.CONSUMED if accepted else Confirmation.Status.DECLINED
-    moved = _client_question(entry, principal, arguments, confirmation_id, Confirmation.Status.PENDING).filter(
-        expires_at__gt=now,
-    ).update(status=status, decided_at=now, used_at=now if accepted else None)
+    asked = _question(
+        entry, principal, arguments, confirmation_id, Confirmation.Status.PENDING, [Confirmation.Channel.ELICITATION]
+    )
+    moved = asked.filter(expires_at__gt=now).update(status=status, decided_at=now, used_at=now if accepted else None)
     if not moved:
         raise StaleConfirmation("not pending, expired, or not this caller's")
     return accepted
@@ -136,24 +142,29 @@ def answer_from_client(
 @tidies_connections
 def continue_confirmed(entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], state: str) -> None:
     """A later round of a confirmed call (the tool asked its client more): the confirmation named in
-    the sealed state must be this caller's accepted one, for this tool and these arguments, and recent."""
+    the sealed state must be this caller's accepted one, for this tool and these arguments, recent,
+    and given where the tool takes confirmations (a yes in the client does not do for the approval page)."""
     from .models import Confirmation
 
     accepted_since = timezone.now() - timedelta(seconds=get_settings().CONFIRMATION_TTL)
     confirmation_id = _confirmation_id(state, CONFIRMED_KEY)
-    accepted = _client_question(entry, principal, arguments, confirmation_id, Confirmation.Status.CONSUMED)
+    channels = [Confirmation.Channel.APPROVAL_PAGE]
+    if entry.confirmation_channel == CLIENT_CHANNEL:
+        channels.append(Confirmation.Channel.ELICITATION)
+    accepted = _question(entry, principal, arguments, confirmation_id, Confirmation.Status.CONSUMED, channels)
     if not accepted.filter(used_at__gt=accepted_since).exists():
         raise StaleConfirmation("no recent accepted confirmation of this call")
 
 
-def _client_question(
-    entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], confirmation_id: uuid.UUID, status: str
+def _question(
+    entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], confirmation_id: uuid.UUID, status: str,
+    channels: list[str],
 ) -> Any:
-    """The question asked in the client about exactly this call, by this caller, in `status`."""
+    """The question about exactly this call, by this caller, asked on one of `channels`, in `status`."""
     from .models import Confirmation
 
     return Confirmation.objects.filter(
-        pk=confirmation_id, channel=Confirmation.Channel.ELICITATION, status=status, user=_user(principal),
+        pk=confirmation_id, channel__in=channels, status=status, user=_user(principal),
         tool_key=entry.key, arguments_digest=arguments_digest(arguments),
     )
 
@@ -168,8 +179,8 @@ def _confirmation_id(state: str, key: str) -> uuid.UUID:
 @tidies_connections
 def check_approval_page(
     entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], base_url: str
-) -> None:
-    """Return when a person approved this exact call on the approval page (using up the approval).
+) -> str:
+    """Return the approval's id when a person approved this exact call on the approval page (using it up).
 
     Otherwise raise `ConfirmationRequired` with the page's address, or
     `ConfirmationDeclined` after a no or once the question expired.
@@ -198,7 +209,7 @@ def check_approval_page(
             raise ConfirmationDeclined("The call was declined on the approval page.")
         if confirmation.status == Confirmation.Status.APPROVED:
             if rows.update(status=Confirmation.Status.CONSUMED, used_at=now):
-                return
+                return str(confirmation.pk)
             confirmation = None  # a concurrent call used this approval first
     if confirmation is None:
         confirmation = Confirmation.objects.create(

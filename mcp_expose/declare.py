@@ -9,7 +9,7 @@ from typing import Any
 from django.apps import apps
 
 from .errors import DeclarationError
-from .registry import Annotations, Capability, CapabilityRegistry
+from .registry import Annotations, Capability, CapabilityRegistry, ConfirmationDeclaration, confirmation_fields
 from .registry import registry as default_registry
 from .schema import build_signature, explicit_signature
 
@@ -28,7 +28,7 @@ def tool(
     idempotent: bool | None = None,
     open_world: bool | None = None,
     enabled: bool = True,
-    requires_confirmation: bool = False,
+    requires_confirmation: ConfirmationDeclaration = False,
     rate_limit: str = "",
     timeout: float | None = None,
     max_result_bytes: int | None = None,
@@ -44,7 +44,9 @@ def tool(
     default); `enabled=` is the exposure state a new admin row starts with.
     `scopes` are OAuth/API-key scopes the caller must hold; `permissions` are
     Django permissions (`"app_label.codename"`) the user must have.
-    `requires_confirmation` makes every call wait for a human's yes;
+    `requires_confirmation` makes every call wait for a human's yes: True asks
+    through the client (its form, or the approval page), "approval_page" only
+    on the site's approval page, from the signed-in user;
     `rate_limit` ("60/min"), `timeout` (seconds) and `max_result_bytes` bound
     each call; `log_argument_values` records argument values in the usage log.
     `input_schema` replaces the schema read from type hints with a JSON Schema
@@ -75,7 +77,7 @@ def tool(
             ),
             enabled_by_default=enabled,
             is_async=inspect.iscoroutinefunction(target),
-            requires_confirmation=requires_confirmation,
+            **confirmation_fields(requires_confirmation, origin),
             rate_limit=rate_limit,
             timeout=timeout,
             max_result_bytes=max_result_bytes,

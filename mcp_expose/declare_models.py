@@ -20,7 +20,7 @@ from .adapters.cursors import CURSOR_MAX_LENGTH, cursor_for_values, read_cursor
 from .adapters.field_schema import serializer_input_schema
 from .adapters.http import field_errors
 from .errors import Conflict, DeclarationError, InvalidInput
-from .registry import Annotations, Capability, CapabilityRegistry
+from .registry import Annotations, Capability, CapabilityRegistry, ConfirmationDeclaration, confirmation_fields
 from .registry import registry as default_registry
 from .schema import LazySignature, capped_parameters, generated_signature, object_schema
 
@@ -39,7 +39,8 @@ class ModelTools:
     `fields`: the serializer's fields ("__all__" or a list); `read_only_fields` are shown, never written.
     `filters`: {"field" or "relation__field": ["exact", "icontains", ...]} (no regex lookups).
     `ordering`: fields a caller may order by (each also descending). `page_size`/`max_page_size` bound lists.
-    Deletes are destructive and need a person's confirmation unless `confirm_deletes=False`.
+    Deletes are destructive and need a person's confirmation unless `confirm_deletes=False`;
+    `confirm_deletes="approval_page"` takes it only on the site's approval page.
     Scopes: `read_scopes` for list/get and `write_scopes` for create/update/delete, so that a token granted
     reading cannot write; `scopes` instead applies to every action (one or the other, not both).
     """
@@ -59,7 +60,7 @@ class ModelTools:
         scopes: Iterable[str] | None = None,
         read_scopes: Iterable[str] | None = None,
         write_scopes: Iterable[str] | None = None,
-        confirm_deletes: bool = True,
+        confirm_deletes: ConfirmationDeclaration = True,
         enabled: bool = True,
         rate_limit: str = "",
         registry: CapabilityRegistry | None = None,
@@ -84,9 +85,10 @@ class ModelTools:
         meta = model._meta
         prefix = prefix or f"{meta.app_label}.{str(meta.verbose_name_plural).replace(' ', '_')}"
         target_registry = registry if registry is not None else default_registry
+        delete_confirmation = confirmation_fields(confirm_deletes, self.origin)
         self.capabilities = [
             target_registry.register(self._capability(action, f"{prefix}.{action}", scopes_for[action],
-                                                      confirm_deletes, enabled, rate_limit))
+                                                      delete_confirmation, enabled, rate_limit))
             for action in self.actions
         ]
 
@@ -136,8 +138,8 @@ class ModelTools:
         meta = type("Meta", (), {"model": self.model, "fields": self.fields, "read_only_fields": self.read_only_fields})
         return type(f"{self.model.__name__}ToolSerializer", (serializers.ModelSerializer,), {"Meta": meta})
 
-    def _capability(self, action: str, key: str, scopes: frozenset[str], confirm_deletes: bool, enabled: bool,
-                    rate_limit: str) -> Capability:
+    def _capability(self, action: str, key: str, scopes: frozenset[str], delete_confirmation: dict[str, Any],
+                    enabled: bool, rate_limit: str) -> Capability:
         meta = self.model._meta
         read_only = action in READ_ACTIONS
         annotations = Annotations(
@@ -158,7 +160,7 @@ class ModelTools:
             scopes=scopes,
             annotations=annotations,
             enabled_by_default=enabled,
-            requires_confirmation=action == "delete" and confirm_deletes,
+            **(delete_confirmation if action == "delete" else confirmation_fields(False, self.origin)),
             rate_limit=rate_limit,
             call_style="mapping",
         )

@@ -12,7 +12,7 @@ from django.apps import apps
 from .adapters import django_views, drf
 from .adapters.routes import Route, routes_for, unwrap
 from .errors import DeclarationError
-from .registry import Annotations, Capability, CapabilityRegistry
+from .registry import Annotations, Capability, CapabilityRegistry, ConfirmationDeclaration, confirmation_fields
 from .registry import registry as default_registry
 from .schema import LazySignature, SchemaSignature, generated_signature
 
@@ -44,7 +44,7 @@ def expose_view(
     idempotent: bool | None = None,
     open_world: bool | None = None,
     enabled: bool = True,
-    requires_confirmation: bool | None = None,
+    requires_confirmation: ConfirmationDeclaration | None = None,
     rate_limit: str = "",
     timeout: float | None = None,
     max_result_bytes: int | None = None,
@@ -58,7 +58,8 @@ def expose_view(
     type, (type, description) or JSON schema); `html` is "main" (the page's <main> as text), "text" or "raw".
     Names default to `app_label.resource.action`, the resource being the route's last literal segment;
     `name` overrides it (a string for one operation, a mapping action → name for several).
-    Annotations derive from the HTTP method; deletes need confirmation unless told otherwise.
+    Annotations derive from the HTTP method; deletes need confirmation unless told otherwise
+    (`requires_confirmation` takes what `@tool` takes).
     Returns the capabilities registered.
     """
     origin = f"{getattr(view, '__module__', '?')}.{getattr(view, '__qualname__', repr(view))}"
@@ -112,7 +113,8 @@ def expose_view(
             description=text,
             annotations=Annotations(**derived),
             is_async=False,
-            requires_confirmation=requires_confirmation if requires_confirmation is not None else method == "delete",
+            **confirmation_fields(requires_confirmation if requires_confirmation is not None else method == "delete",
+                                  origin),
             call_style="mapping",
             **common,
         )

@@ -33,6 +33,7 @@ from .invoke import ToolTimeout, invoke
 from .outage import database_unavailable, outage
 from .policy import decide
 from .principal import Principal
+from .registry import APPROVAL_PAGE_CHANNEL
 from .results import ProjectionError, ResultTooLarge, compact_json, json_size, to_json_value, truncate
 
 logger = logging.getLogger("mcp_expose.dispatch")
@@ -264,12 +265,11 @@ async def claim_round(request: CallRequest) -> None:
 async def _confirm(
     entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest
 ) -> None:
-    """Return to run now; raise `InputRequired` for the form, or a ToolError (required, declined)."""
-    if not request.can_elicit:
-        await sync_to_async(confirmation.check_approval_page, thread_sensitive=False)(
-            entry, principal, arguments, request.base_url
-        )
-        return
+    """Return to run now; raise `InputRequired` for the form, or a ToolError (required, declined).
+
+    A tool confirmed on the approval page only never reads the client's answers: an elicitation
+    `accept` from a client that answers by itself is not a person's yes."""
+    client = request.client
     state = read_state(request.request_state)
     if confirmation.CONFIRMED_KEY in state:
         # A later round: the tool asked its client more after the person said yes.
@@ -277,9 +277,15 @@ async def _confirm(
             entry, principal, arguments, request.request_state
         )
         return
+    if entry.confirmation_channel == APPROVAL_PAGE_CHANNEL or not request.can_elicit:
+        approved = await sync_to_async(confirmation.check_approval_page, thread_sensitive=False)(
+            entry, principal, arguments, request.base_url
+        )
+        # Questions the tool asks next carry the approval, so a later round needs no second one.
+        client.carried = {confirmation.CONFIRMED_KEY: approved}
+        return
     if confirmation.STATE_KEY not in state:
         raise await sync_to_async(confirmation.ask_in_client, thread_sensitive=False)(entry, principal, arguments)
-    client = request.client
     ran = await sync_to_async(confirmation.answer_from_client, thread_sensitive=False)(
         entry, principal, arguments, request.request_state, _accepted(client.answers.pop(confirmation.CONFIRM_FIELD, None))
     )

@@ -20,6 +20,7 @@ from oauth2_provider.settings import oauth2_settings
 
 from .catalog import ExposureState
 from .names import name_problem, scope_problem, split_scopes
+from .registry import APPROVAL_PAGE_CHANNEL, CLIENT_CHANNEL
 
 
 def validate_wire_name(value: str) -> None:
@@ -41,6 +42,13 @@ def validate_scopes(value: str) -> None:
     problems = [problem for scope in value.split() if (problem := scope_problem(scope))]
     if problems:
         raise ValidationError("; ".join(problems) + ".", code="invalid_scope")
+
+
+class ConfirmationChannel(models.TextChoices):
+    """Where a person confirms a call (the values of `registry.ConfirmationChannel`)."""
+
+    CLIENT = CLIENT_CHANNEL, _("the client")
+    APPROVAL_PAGE = APPROVAL_PAGE_CHANNEL, _("approval page, signed in")
 
 
 class ExposedTool(models.Model):
@@ -84,6 +92,17 @@ class ExposedTool(models.Model):
         _("requires confirmation"),
         default=False,
         help_text=_("Ask a human before every call (tools that require it in code always do)."),
+    )
+    confirmation_channel = models.CharField(
+        _("confirmation channel"),
+        max_length=20,
+        choices=ConfirmationChannel.choices,
+        default=ConfirmationChannel.CLIENT,
+        help_text=_(
+            "Who says yes: the client (a form in it, or the approval page if it has none), or only the calling "
+            "user, signed in on this site's approval page, whatever the client answers. The approval page switches "
+            "confirmation on; tools whose code asks for it always use it."
+        ),
     )
     rate_limit = models.CharField(
         _("rate limit"),
@@ -161,6 +180,7 @@ class ExposedTool(models.Model):
             extra_scopes=self.extra_scope_set,
             allowed_clients=allowed_client_ids,
             requires_confirmation=self.requires_confirmation,
+            confirmation_channel=self.confirmation_channel,
             rate_limit=self.rate_limit,
             timeout=self.timeout,
             max_result_bytes=self.max_result_bytes,

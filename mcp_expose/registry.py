@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .errors import DeclarationError
 from .names import name_problem, scope_problem
 from .ratelimit import parse_rate
 from .schema import LazySignature, SchemaSignature, ToolSignature
@@ -18,6 +19,13 @@ from .schema import LazySignature, SchemaSignature, ToolSignature
 CapabilityKind = Literal["function", "view", "model", "resource", "prompt"]
 TOOL_KINDS = frozenset({"function", "view", "model"})
 Signature = ToolSignature | SchemaSignature
+# Where a person confirms a call: through the client (its form, or the approval page when it has none),
+# or only on the site's approval page, signed in (an auto-accepting client is not a person).
+ConfirmationChannel = Literal["client", "approval_page"]
+CLIENT_CHANNEL: ConfirmationChannel = "client"
+APPROVAL_PAGE_CHANNEL: ConfirmationChannel = "approval_page"
+# What `requires_confirmation=` takes in declarations: no, yes (through the client), or the approval page.
+ConfirmationDeclaration = bool | Literal["approval_page"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +65,7 @@ class Capability:
     enabled_by_default: bool = True
     is_async: bool = False
     requires_confirmation: bool = False
+    confirmation_channel: ConfirmationChannel = CLIENT_CHANNEL
     rate_limit: str = ""
     timeout: float | None = None
     max_result_bytes: int | None = None
@@ -80,6 +89,19 @@ class Capability:
     @property
     def output_schema(self) -> Mapping[str, Any] | None:
         return self.signature.output_schema
+
+
+def confirmation_fields(requires_confirmation: ConfirmationDeclaration, origin: str) -> dict[str, Any]:
+    """`Capability` fields for a declaration's `requires_confirmation=`: True asks through the client,
+    "approval_page" only on the approval page."""
+    if requires_confirmation is True or requires_confirmation is False:
+        return {"requires_confirmation": requires_confirmation, "confirmation_channel": CLIENT_CHANNEL}
+    if requires_confirmation == APPROVAL_PAGE_CHANNEL:
+        return {"requires_confirmation": True, "confirmation_channel": APPROVAL_PAGE_CHANNEL}
+    raise DeclarationError(
+        f"{origin}: requires_confirmation= takes True, False or {APPROVAL_PAGE_CHANNEL!r}, "
+        f"not {requires_confirmation!r}."
+    )
 
 
 class CapabilityRegistry:

@@ -12,14 +12,14 @@ from .revision import bump_revision
 
 
 def sync_after_migrate(sender: AppConfig, *, using: str = "default", plan: Any = None, **kwargs: Any) -> None:
-    """Create rows for new capabilities once our tables exist."""
-    from .models import ExposedTool
+    """Create rows for new capabilities once our tables are as the models expect."""
     from .sync import sync_exposures
 
     if sender.label != "mcp_expose":
         return
-    # A migration plan that unapplied our tables leaves nothing to sync into.
-    if ExposedTool._meta.db_table not in _tables(using):
+    # A plan that unapplied our migrations (all of them, or the latest columns) leaves nothing the
+    # models can sync into: the rows follow when the app is migrated forward again.
+    if not _fully_migrated(sender.label, using):
         return
     if sync_exposures(using=using).changed:
         transaction.on_commit(catalog_changed, using=using)
@@ -39,7 +39,9 @@ def catalog_changed() -> None:
     announce_catalog_change()
 
 
-def _tables(using: str) -> list[str]:
+def _fully_migrated(app_label: str, using: str) -> bool:
     from django.db import connections
+    from django.db.migrations.executor import MigrationExecutor
 
-    return connections[using].introspection.table_names()
+    executor = MigrationExecutor(connections[using])
+    return not executor.migration_plan(executor.loader.graph.leaf_nodes(app_label))

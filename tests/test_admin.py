@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+import mcp_expose
 from mcp_expose.catalog import provider
 from mcp_expose.models import ApiKey, ExposedTool
 
@@ -84,13 +86,51 @@ def test_change_page_previews_the_schema_and_validates_names(admin_client: Clien
         url,
         {
             "enabled": "on", "wire_name": "book", "extra_scopes": "staff", "allowed_clients": [favoured.pk],
-            "csrfmiddlewaretoken": token,
+            "confirmation_channel": "client", "csrfmiddlewaretoken": token,
         },
     )
     assert ok.status_code == 302
     entry = provider.get_sync().get("book")
     assert entry is not None and entry.scopes == {"library:read", "staff"}
     assert entry.allowed_clients == {favoured.client_id}
+
+
+def change_confirmation(admin_client: Client, key: str, channel: str) -> str:
+    """Save a tool's confirmation channel through its change form; return the changelist's confirmation cell."""
+    url = f"{CHANGELIST}{ExposedTool.objects.get(key=key).pk}/change/"
+    token = csrf_token(admin_client, url)
+    saved = admin_client.post(url, {"enabled": "on", "confirmation_channel": channel, "csrfmiddlewaretoken": token})
+    assert saved.status_code == 302, saved.content.decode()
+    listing = admin_client.get(CHANGELIST, {"q": key}).content.decode()
+    return re.search(r'<td class="field-confirmation_display">([^<]*)</td>', listing).group(1)
+
+
+def test_the_admin_moves_confirmation_to_the_approval_page_but_never_back(
+    admin_client: Client, restore_global_registry: Any
+) -> None:
+    from mcp_expose.sync import sync_exposures
+
+    def wipe(shelf: str) -> str:
+        """Clear a shelf (a person must approve it on the site)."""
+        return shelf
+
+    mcp_expose.tool(key="library.wipe", requires_confirmation="approval_page")(wipe)
+    sync_exposures()
+    entry = provider.get_sync().get("library.echo")
+    assert (entry.requires_confirmation, entry.confirmation_channel) == (False, "client")
+
+    assert change_confirmation(admin_client, "library.echo", "approval_page") == "on the approval page"
+    entry = provider.get_sync().get("library.echo")
+    assert (entry.requires_confirmation, entry.confirmation_channel) == (True, "approval_page")
+
+    assert change_confirmation(admin_client, "library.wipe", "client") == "on the approval page"
+    entry = provider.get_sync().get("library.wipe")
+    assert (entry.requires_confirmation, entry.confirmation_channel) == (True, "approval_page")
+    page = admin_client.get(f"{CHANGELIST}{ExposedTool.objects.get(key='library.wipe').pk}/change/").content.decode()
+    assert 'name="confirmation_channel"' in page and "on the approval page" in page  # as declared in code
+
+    assert change_confirmation(admin_client, "library.echo", "client") == "—"
+    assert provider.get_sync().get("library.echo").confirmation_channel == "client"
 
 
 def test_rows_cannot_be_added_by_hand(admin_client: Client) -> None:

@@ -127,6 +127,24 @@ def test_rows_override_annotation_hints(registry: CapabilityRegistry) -> None:
     }
 
 
+def test_the_approval_page_channel_narrows_from_either_side_and_never_widens(registry: CapabilityRegistry) -> None:
+    declare(registry, "app.plain")
+    declare(registry, "app.client", requires_confirmation=True)
+    declare(registry, "app.page", requires_confirmation="approval_page")
+    confirmation = {entry.key: (entry.requires_confirmation, entry.confirmation_channel)
+                    for entry in compile_catalog(registry, {}).tools}
+    assert confirmation == {"app.plain": (False, "client"), "app.client": (True, "client"),
+                            "app.page": (True, "approval_page")}
+    rows = {
+        "app.plain": row("app.plain", confirmation_channel="approval_page"),  # switches confirmation on too
+        "app.client": row("app.client", confirmation_channel="approval_page"),
+        "app.page": row("app.page", requires_confirmation=False, confirmation_channel="client"),  # cannot widen
+    }
+    narrowed = {entry.key: (entry.requires_confirmation, entry.confirmation_channel)
+                for entry in compile_catalog(registry, rows).tools}
+    assert set(narrowed.values()) == {(True, "approval_page")}
+
+
 def test_stamps_are_read_together_and_recreated_when_lost() -> None:
     from django.core.cache import cache
 

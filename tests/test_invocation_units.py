@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -16,15 +17,19 @@ from django.test import Client, override_settings
 from django.utils import timezone
 
 import mcp_expose
+from mcp_expose.asking import read_state, write_state
 from mcp_expose.catalog import compile_catalog
 from mcp_expose.chain import CallChain, DepthExceeded, InvalidChain, read_chain
 from mcp_expose.confirmation import (
+    CONFIRMED_KEY,
+    STATE_KEY,
     ConfirmationDeclined,
     ConfirmationRequired,
     StaleConfirmation,
     answer_from_client,
     ask_in_client,
     check_approval_page,
+    continue_confirmed,
 )
 from mcp_expose.models import Confirmation, ToolCall
 from mcp_expose.principal import principal_for_user
@@ -139,6 +144,32 @@ def test_client_answers_are_single_use(confirmed_entry: Any, owner: Any) -> None
     assert Confirmation.objects.filter(status="declined").count() == 1
     with pytest.raises(StaleConfirmation):
         answer_from_client(confirmed_entry, owner, {"target": "x"}, '{"confirmation": "not-a-uuid"}', True)
+
+
+def test_no_yes_from_a_client_confirms_an_approval_page_tool(registry: CapabilityRegistry, owner: Any) -> None:
+    def wipe(target: str) -> None: ...
+
+    mcp_expose.tool(registry=registry, key="t.wipe", requires_confirmation="approval_page")(wipe)
+    on_page = compile_catalog(registry, {}).get("t.wipe")
+    in_client = replace(on_page, confirmation_channel="client")  # as it was before the admin moved it
+    arguments = {"target": "x"}
+    asked = ask_in_client(in_client, owner, arguments)
+    with pytest.raises(StaleConfirmation):
+        answer_from_client(on_page, owner, arguments, asked.state, True)
+    assert Confirmation.objects.get().status == "pending"
+    # A yes given in the client does not continue the tool's later rounds once it takes the page only.
+    assert answer_from_client(in_client, owner, arguments, asked.state, True) is True
+    later_round = write_state({CONFIRMED_KEY: read_state(asked.state)[STATE_KEY]})
+    continue_confirmed(in_client, owner, arguments, later_round)
+    with pytest.raises(StaleConfirmation):
+        continue_confirmed(on_page, owner, arguments, later_round)
+    # An approval on the page does.
+    with pytest.raises(ConfirmationRequired) as required:
+        check_approval_page(on_page, owner, arguments, "")
+    Confirmation.objects.filter(channel="approval_page").update(status="approved")
+    approved = check_approval_page(on_page, owner, arguments, "")
+    assert approved in required.value.details["approval_url"]
+    continue_confirmed(on_page, owner, arguments, write_state({CONFIRMED_KEY: approved}))
 
 
 def test_an_elapsed_client_question_cannot_be_answered(confirmed_entry: Any, owner: Any) -> None:

@@ -8,10 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from mcp_expose.models import ToolCall
+from mcp_expose.models import ExposedTool, ToolCall
 
 from .live import manage
 
@@ -20,6 +21,10 @@ DROPPED = "0008_toolcall_tool_name_index_is_the_composite"
 TABLE = ToolCall._meta.db_table
 DJANGO_INDEX = "mcp_expose_toolcall_tool_name_527703f6"  # what Django named it in 0003, on every backend
 PROJECT_INDEX = "project_tool_name_search"
+
+
+def latest_migrations() -> list[tuple[str, str]]:
+    return MigrationExecutor(connection).loader.graph.leaf_nodes("mcp_expose")
 
 
 def _check_both_ways(indexes: Callable[[], set[str]], migrate: Callable[[str], None], execute: Callable[[str], None],
@@ -61,8 +66,21 @@ def test_sqlite_drops_and_restores_only_djangos_tool_name_index() -> None:
     try:
         _check_both_ways(indexes, migrate, execute, {DJANGO_INDEX})
     finally:
-        migrate(DROPPED)
+        MigrationExecutor(connection).migrate(latest_migrations())  # as the other tests expect the schema
     assert ToolCall.objects.filter(tool_name="library.echo").count() == 1  # no row lost on the way
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrating_back_syncs_no_rows_into_an_older_schema() -> None:
+    """After `migrate` the rows follow the declarations, but only once the app is fully migrated: an older
+    schema lacks columns the model reads."""
+    ExposedTool.objects.filter(key="library.echo").delete()  # a row to create, as for a new declaration
+    try:
+        call_command("migrate", "mcp_expose", DROPPED, verbosity=0)
+        assert not ExposedTool.objects.filter(key="library.echo").exists()
+    finally:
+        call_command("migrate", "mcp_expose", verbosity=0)
+    assert ExposedTool.objects.filter(key="library.echo").exists()
 
 
 @pytest.mark.scale

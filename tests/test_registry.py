@@ -65,6 +65,35 @@ def test_options_are_recorded(registry: CapabilityRegistry) -> None:
     assert capability.enabled_by_default is False
 
 
+def test_confirmation_is_declared_through_the_client_or_on_the_approval_page(registry: CapabilityRegistry) -> None:
+    declare(registry, "shop.client", requires_confirmation=True)
+    declare(registry, "shop.page", requires_confirmation="approval_page")
+    declare(registry, "shop.none")
+    declared = {key: (registry.get(key).requires_confirmation, registry.get(key).confirmation_channel)
+                for key in ("shop.client", "shop.page", "shop.none")}
+    assert declared == {"shop.client": (True, "client"), "shop.page": (True, "approval_page"),
+                        "shop.none": (False, "client")}
+    with pytest.raises(DeclarationError, match="requires_confirmation= takes True, False or 'approval_page'"):
+        declare(registry, "shop.typo", requires_confirmation="approval")
+
+
+@pytest.mark.django_db
+def test_model_and_view_declarations_take_the_approval_page_too(registry: CapabilityRegistry) -> None:
+    from project.library import api
+    from project.library.models import Author
+
+    mcp_expose.ModelTools(Author, actions=["get", "delete"], prefix="t.authors", confirm_deletes="approval_page",
+                          registry=registry)
+    mcp_expose.expose_view(api.BookViewSet, actions=["destroy"], requires_confirmation="approval_page",
+                           registry=registry)
+    declared = {capability.key: (capability.requires_confirmation, capability.confirmation_channel)
+                for capability in registry}
+    assert declared == {"t.authors.get": (False, "client"), "t.authors.delete": (True, "approval_page"),
+                        "library.books.destroy": (True, "approval_page")}
+    with pytest.raises(DeclarationError, match="takes True, False or 'approval_page'"):
+        mcp_expose.ModelTools(Author, actions=["get"], confirm_deletes="yes", registry=registry)
+
+
 def test_a_single_string_for_scopes_is_refused(registry: CapabilityRegistry) -> None:
     with pytest.raises(DeclarationError, match="list of strings"):
         declare(registry, "shop.x", scopes="shop:write")

@@ -92,6 +92,13 @@ def header_names(context: InvocationContext) -> list[str]:
     return sorted(context.headers)
 
 
+@mcp_expose.tool(requires_confirmation="approval_page", destructive=True)
+def launch_on_page(target: str) -> str:
+    """Needs the user's own yes on the site's approval page: an answer from the client never does."""
+    Author.objects.create(name=f"launched-on-page-{target}")
+    return f"launched {target}"
+
+
 @mcp_expose.tool(requires_confirmation=True, rate_limit="1/min")
 def launch_once(target: str) -> str:
     """Needs a person's yes, and runs at most once a minute per caller."""
