@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 from functools import partial
 from typing import Any
@@ -49,7 +50,11 @@ class ChangeRelay:
     async def run(self) -> None:
         """Listen to the channel layer's group (or just wait for direct deliveries) until cancelled.
 
-        A failing channel layer is logged and retried with backoff; it never takes the server down.
+        One channel serves the whole run, so messages sent to it while a read failed are still waiting in the
+        layer when the next read starts. A read that fails after the layer answered is retried at once (with
+        Redis, a blocking pop whose socket timeout races the pop's own timeout fails that way); a layer that
+        cannot be reached is retried with backoff, logged once when it is lost and once when it is back. It
+        never takes the server down.
         """
         from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 
@@ -59,31 +64,46 @@ class ChangeRelay:
         layer = shared_layer()
         if layer is None:
             await anyio.sleep_forever()
-        delay = RETRY_SECONDS
-        while True:
-            try:
-                await self._listen(layer)
-            except Exception:  # noqa: BLE001  (an outage of the layer must not end the process's serving)
-                logger.exception("Lost the channel layer; listening again in %.0f s", delay)
-                await anyio.sleep(delay)
-                delay = min(delay * 2, MAX_RETRY_SECONDS)
-
-    async def _listen(self, layer: Any) -> None:
-        channel = await layer.new_channel()
-        await layer.group_add(GROUP, channel)
+        channel = None
         try:
+            delay, lost = RETRY_SECONDS, False
             while True:
-                message = await layer.receive(channel)
-                if message.get("type") == MESSAGE_TYPE:
-                    await self.deliver()
-                elif message.get("type") == RESOURCE_MESSAGE_TYPE and isinstance(message.get("uri"), str):
-                    await self.deliver_resource(message["uri"])
-        finally:
-            with anyio.CancelScope(shield=True):
                 try:
-                    await layer.group_discard(GROUP, channel)
-                except Exception:  # noqa: BLE001  (the layer is what failed; the group entry expires by itself)
-                    logger.warning("Could not leave the channel layer group cleanly", exc_info=True)
+                    if channel is None:
+                        channel = await layer.new_channel()
+                    await layer.group_add(GROUP, channel)  # again after a failure: membership is cheap to renew
+                except Exception as exc:  # noqa: BLE001  (an outage of the layer must not end the serving)
+                    if not lost:
+                        logger.warning("Lost the channel layer (%s); listening again with backoff", type(exc).__name__)
+                        lost = True
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, MAX_RETRY_SECONDS)
+                    continue
+                if lost:
+                    logger.warning("The channel layer is back; listening again")
+                delay, lost = RETRY_SECONDS, False
+                reading_since = time.monotonic()
+                try:
+                    await self._listen(layer, channel)
+                except Exception as exc:  # noqa: BLE001  (retried at once: the layer answered a moment ago)
+                    logger.debug("Reading the channel layer failed (%s); reading again", type(exc).__name__)
+                    if time.monotonic() - reading_since < RETRY_SECONDS:
+                        await anyio.sleep(RETRY_SECONDS)  # failing at once, not after a wait: no busy loop
+        finally:
+            if channel is not None:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await layer.group_discard(GROUP, channel)
+                    except Exception:  # noqa: BLE001  (the layer is what failed; the group entry expires by itself)
+                        logger.warning("Could not leave the channel layer group cleanly", exc_info=True)
+
+    async def _listen(self, layer: Any, channel: str) -> None:
+        while True:
+            message = await layer.receive(channel)
+            if message.get("type") == MESSAGE_TYPE:
+                await self.deliver()
+            elif message.get("type") == RESOURCE_MESSAGE_TYPE and isinstance(message.get("uri"), str):
+                await self.deliver_resource(message["uri"])
 
     async def deliver(self) -> None:
         for event in self._events:
