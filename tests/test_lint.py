@@ -9,7 +9,7 @@ from django.test import override_settings
 
 import mcp_expose
 from mcp_expose.catalog import Catalog, compile_catalog
-from mcp_expose.checks import check_catalog_lint
+from mcp_expose.checks import check_catalog_lint, check_rows
 from mcp_expose.overview import HEAVY_DEFINITION_TOKENS, lint_entry, read_grants_of
 from mcp_expose.registry import CapabilityRegistry
 
@@ -115,6 +115,7 @@ def test_with_the_database_the_lint_sees_the_admins_descriptions() -> None:
     from mcp_expose.models import ExposedTool
 
     ExposedTool.objects.filter(key="library.echo").update(description="y" * 2000)
-    assert check_catalog_lint() == []  # without the database: as declared
-    [warning] = check_catalog_lint(databases=["default"])
+    assert check_catalog_lint(databases=["default"]) == []  # as declared, whatever Django passes
+    assert check_rows() == []  # the database checks read rows only when asked to
+    [warning] = check_rows(databases=["default"])  # only what the rows add to the declared lint
     assert warning.id == "mcp_expose.W004" and "'library.echo'" in warning.msg
