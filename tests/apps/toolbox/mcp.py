@@ -59,9 +59,9 @@ def big(count: int) -> list[str]:
     return [f"{index:04d}" + "x" * 96 for index in range(count)]
 
 
-@mcp_expose.tool(read_only=True, rate_limit="3/min")
+@mcp_expose.tool(read_only=True, rate_limit="3/day")
 def limited() -> str:
-    """Three calls a minute per caller."""
+    """Three calls a day per caller (a day, so that no window ends between a test's calls)."""
     return "ok"
 
 
