@@ -99,9 +99,9 @@ def launch_on_page(target: str) -> str:
     return f"launched {target}"
 
 
-@mcp_expose.tool(requires_confirmation=True, rate_limit="1/min")
+@mcp_expose.tool(requires_confirmation=True, rate_limit="1/day")
 def launch_once(target: str) -> str:
-    """Needs a person's yes, and runs at most once a minute per caller."""
+    """Needs a person's yes, and runs at most once a day per caller (a day, so that no window ends between a test's calls)."""
     Author.objects.create(name=f"launched-once-{target}")
     return f"launched {target}"
 
