@@ -122,7 +122,7 @@ def test_an_api_key_in_the_url_is_revoked_in_every_process(first: LiveServer, se
 
     for server in (first, second):
         log = server.log()
-        assert secret not in log and secret.rsplit("_", 1)[1] not in log
+        assert secret not in log and secret.split("_", 2)[2] not in log  # the random part may hold "_" itself
     assert f"Revoked API key {prefix}, admin (API key {prefix}): it was sent in a URL" in first.log()
     # The access log is on and writes the request line, without its query string.
     assert '"POST /mcp HTTP/1.1" 400' in first.log()
