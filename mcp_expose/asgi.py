@@ -35,6 +35,8 @@ from .catalog import provider as default_provider
 from .conf import get_settings
 from .credential_cache import CREDENTIALS_KEY
 from .edge import check_host, check_request
+from .edge_failures import answering_failures
+from .health import health_paths, serve_health
 from .events import ChangeRelay
 from .oauth.resource import (
     PRM_PREFIX,
@@ -77,6 +79,7 @@ class McpExposeASGI:
         self.provider = provider if provider is not None else default_provider
         conf = get_settings()
         self.path = conf.PATH.rstrip("/")
+        self.health = health_paths(self.path, conf.HEALTH_PATH)
         stateful = conf.LEGACY_SESSIONS
         sessions = SessionMemory() if stateful else None
         self.bus = InMemorySubscriptionBus()
@@ -105,9 +108,11 @@ class McpExposeASGI:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
         elif scope["type"] == "http" and scope["path"] in (self.path, self.path + "/"):
-            await self._serve_mcp(scope, receive, send)
+            await answering_failures(self._serve_mcp, scope, receive, send)
+        elif scope["type"] == "http" and self.health is not None and scope["path"] in self.health:
+            await serve_health(scope, receive, send, deep=scope["path"] == self.health[1], relay=self.relay)
         elif scope["type"] == "http" and scope["path"] in (PRM_PREFIX, PRM_PREFIX + self.path):
-            await self._serve_metadata(scope, receive, send)
+            await answering_failures(self._serve_metadata, scope, receive, send)
         else:
             await self.django_app(scope, receive, send)
 
@@ -167,10 +172,9 @@ class McpExposeASGI:
                 yield
             finally:
                 with anyio.CancelScope(shield=True):
-                    try:
-                        await listing_tally.flush()  # the listings counted since the last flush
-                    except Exception:  # noqa: BLE001  (shutting down must not fail on a counter)
-                        logger.warning("Could not add the last tools/list calls to the listing counter", exc_info=True)
+                    if not await listing_tally.flush():  # the listings counted since the last flush
+                        logger.warning("Could not add the last %d tools/list calls to the listing count",
+                                       listing_tally.pending)
                 group.cancel_scope.cancel()
 
     async def _serve_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -262,11 +262,17 @@ def next_round_state(
 
 
 def claim_round(round_id: str) -> bool:
-    """Use up a round (sync: the shared cache). False when it was answered before: a replayed state."""
+    """Use up a round (sync: the shared cache). False when it was answered before: a replayed state.
+
+    A cache that cannot answer raises `DependencyUnavailable` (the call is `unavailable`): a round whose single
+    use cannot be guaranteed is not run. First rounds never get here."""
     from .conf import get_settings
     from .process_cache import process_cache
+    from .shared_cache import guarded
 
-    return bool(process_cache().add(f"mcp_expose:round:{round_id}", 1, get_settings().CONFIRMATION_TTL + 60))
+    cache = process_cache()
+    return bool(guarded("answering a later round of a question", cache.add, f"mcp_expose:round:{round_id}", 1,
+                        get_settings().CONFIRMATION_TTL + 60))
 
 
 def read_state(state: str | None) -> dict[str, Any]:

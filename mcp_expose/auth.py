@@ -18,6 +18,7 @@ from .credential_cache import cache as credential_cache
 from .credential_cache import credentials_revision
 from .credential_leaks import UrlCredential, revoke_leaked, url_credential
 from .db import tidies_connections
+from .outage import DependencyUnavailable, database_unavailable
 from .principal import Principal, anonymous_principal, principal_for_user
 from .scopes import expand_scopes
 
@@ -115,7 +116,16 @@ def _authenticate_bearer(token: str, resource: str | None, stamp: str | None) ->
     known = credential_cache.get(token, resource, stamp)
     if known is not None:
         return known
-    result = _look_up_bearer(token, resource)
+    try:
+        result = _look_up_bearer(token, resource)
+    except Exception as exc:
+        if not database_unavailable(exc):
+            raise
+        # The database cannot say who this is: a credential this process knew stays known for a grace period.
+        held = credential_cache.get(token, resource, stamp, grace=get_settings().CREDENTIAL_OUTAGE_GRACE_SECONDS)
+        if held is None:
+            raise DependencyUnavailable("database", "checking a credential this process does not know") from exc
+        return held
     if isinstance(result, Principal):
         credential_cache.put(token, resource, stamp, result)
     return result
@@ -147,7 +157,12 @@ def authenticate_api_key(secret: str, *, record_use: bool = True) -> Principal |
         logger.info("Refused API key %s: revoked, expired or its user is inactive", prefix)
         return INVALID_TOKEN
     if record_use:
-        _touch(key)
+        try:
+            _touch(key)
+        except Exception as exc:
+            if not database_unavailable(exc):
+                raise
+            logger.debug("Could not record the use of API key %s: the database is unavailable", prefix)
     return principal_for_user(
         key.user, expand_scopes(key.scope_set), "api_key", api_key_id=key.pk, api_key_prefix=key.prefix, credential=key
     )

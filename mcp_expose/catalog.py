@@ -28,6 +28,7 @@ from .registry import (
     ConfirmationChannel,
 )
 from .registry import registry as default_registry
+from .outage import database_unavailable, outage
 from .revision import current_revision
 from .uri_templates import is_template, match
 
@@ -249,7 +250,15 @@ class CatalogProvider:
         with self._lock:
             if self._catalog is not None and self._catalog.revision == revision:
                 return self._catalog
-            catalog = compile_catalog(self.registry, self._load_rows(), revision, self._load_prompts())
+            try:
+                catalog = compile_catalog(self.registry, self._load_rows(), revision, self._load_prompts())
+            except Exception as exc:
+                if self._catalog is None or not database_unavailable(exc):
+                    raise
+                # The rows cannot be read, and nothing can change them until they can: serve the last catalog
+                # (its revision stays, so the next request compiles again).
+                outage.refused("compiling the catalog", exc)
+                return self._catalog
             for problem in catalog.problems:
                 logger.warning("Catalog: %s", problem)
             self._catalog = catalog

@@ -68,6 +68,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 )
             )
     messages += _view_middleware_messages(conf.VIEW_MIDDLEWARE)
+    messages += _outage_setting_messages(conf)
     cache_alias = conf.CACHE_ALIAS
     backend = settings.CACHES.get(cache_alias, {}).get("BACKEND", "")
     if cache_alias not in settings.CACHES:
@@ -173,3 +174,30 @@ def _exposure_rows() -> Mapping[str, Any] | None:
         return CatalogProvider._load_rows()
     except DatabaseError:
         return None
+
+
+OUTAGE_SECONDS = ("CACHE_CONNECT_TIMEOUT", "CACHE_READ_TIMEOUT", "CACHE_RETRY_SECONDS", "REVISION_STALENESS_SECONDS",
+                  "CREDENTIAL_OUTAGE_GRACE_SECONDS")
+
+
+def _outage_setting_messages(conf: Any) -> list[checks.CheckMessage]:
+    """The outage settings are seconds, and the health path a path of its own."""
+    messages: list[checks.CheckMessage] = []
+    for name in OUTAGE_SECONDS:
+        value = getattr(conf, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != value:
+            messages.append(checks.Error(f"MCP_EXPOSE[{name!r}] is {value!r}.", hint="Use a number of seconds, 0 or more.",
+                                         id="mcp_expose.E014"))
+    for name in ("CACHE_CONNECT_TIMEOUT", "CACHE_READ_TIMEOUT"):
+        value = getattr(conf, name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value == 0:
+            messages.append(checks.Error(f"MCP_EXPOSE[{name!r}] is 0, which redis-py takes as no timeout at all.",
+                                         hint="Use a fraction of a second, such as 0.5.", id="mcp_expose.E014"))
+    path = conf.HEALTH_PATH
+    if path not in (None, "", False) and (
+        not isinstance(path, str) or not path.startswith("/") or path.rstrip("/") == conf.PATH.rstrip("/")
+    ):
+        messages.append(checks.Error(f"MCP_EXPOSE['HEALTH_PATH'] is {path!r}.",
+                                     hint="Use an absolute path other than PATH, such as '/mcp/health', or '' for none.",
+                                     id="mcp_expose.E015"))
+    return messages

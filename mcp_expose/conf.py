@@ -16,6 +16,9 @@ from django.dispatch import receiver
 DEFAULTS: dict[str, Any] = {
     # Where MCP clients connect. Served exactly, with and without a trailing slash.
     "PATH": "/mcp",
+    # Health for load balancers: liveness here, readiness (each dependency asked) at HEALTH_PATH + "/ready".
+    # None: PATH + "/health". "" turns both off.
+    "HEALTH_PATH": None,
     # Identity reported in serverInfo.
     "SERVER_NAME": "django-mcp-expose",
     "SERVER_TITLE": None,
@@ -32,6 +35,21 @@ DEFAULTS: dict[str, Any] = {
     "AUTODISCOVER_MODULE": "mcp",
     # Cache alias holding the catalog revision stamp. Must be shared by every process.
     "CACHE_ALIAS": "default",
+    # The shared cache is an accelerator: requests wait at most this long (seconds) for a Redis cache to
+    # connect and to answer (unless the cache's OPTIONS set socket_connect_timeout/socket_timeout), and after a
+    # failure this process skips the cache for CACHE_RETRY_SECONDS before trying it again. Meanwhile revisions
+    # are read from the database (see REVISION_STALENESS_SECONDS); rate-limited tools and later rounds of a
+    # confirmation or question are answered `unavailable`; everything else is served as usual.
+    "CACHE_CONNECT_TIMEOUT": 0.5,
+    "CACHE_READ_TIMEOUT": 0.5,
+    "CACHE_RETRY_SECONDS": 2.0,
+    # While the shared cache is unavailable, how old (seconds) the revisions a process read from the database
+    # may be: admin changes and revocations reach every process within this long.
+    "REVISION_STALENESS_SECONDS": 2.0,
+    # While the database is unavailable, a credential this process already knows keeps working this much
+    # longer (seconds) past CREDENTIAL_CACHE_SECONDS: nothing can be revoked meanwhile either. An unknown
+    # credential gets 503 with Retry-After. 0: no grace.
+    "CREDENTIAL_OUTAGE_GRACE_SECONDS": 300,
     # How often (seconds) an API key's last_used_at is written at most.
     "API_KEY_LAST_USED_INTERVAL": 60,
     # How long (seconds) a process may reuse what it learned about a bearer credential (its user, scopes and

@@ -64,7 +64,9 @@ class CredentialCache:
     def _key(token: str, resource: str | None) -> tuple[str, str | None]:
         return hashlib.sha256(token.encode()).hexdigest(), resource
 
-    def get(self, token: str, resource: str | None, stamp: str) -> Principal | None:
+    def get(self, token: str, resource: str | None, stamp: str, *, grace: float = 0.0) -> Principal | None:
+        """The principal stored for the credential under `stamp`, if younger than the cache's lifetime plus
+        `grace` (the database is unavailable: it cannot be asked, and nothing can be revoked meanwhile)."""
         max_age = _max_age()
         if max_age <= 0:
             return None
@@ -74,11 +76,11 @@ class CredentialCache:
         if entry is None:
             return None
         principal, stored_stamp, stored_at, expires = entry
-        if stored_stamp != stamp or time.monotonic() - stored_at > max_age or (
-            expires is not None and expires <= timezone.now()
-        ):
+        if stored_stamp != stamp or (expires is not None and expires <= timezone.now()):
             with self._lock:
                 self._entries.pop(key, None)
+            return None
+        if time.monotonic() - stored_at > max_age + grace:  # kept, for a grace during a database outage
             return None
         return replace(principal, user=own_copy(principal.user))
 

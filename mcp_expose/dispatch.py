@@ -30,7 +30,7 @@ from .content import ContentBundle
 from .context import InvocationContext, LogSender, ProgressReporter, no_log, no_progress
 from .errors import AccessDenied, InvalidInput, NotFound, ToolError, Unavailable, UnknownTool
 from .invoke import ToolTimeout, invoke
-from .outage import database_unavailable, outage
+from .outage import dependency_of, outage
 from .policy import decide
 from .principal import Principal
 from .registry import APPROVAL_PAGE_CHANNEL
@@ -134,7 +134,7 @@ def failure_for(entry: ToolEntry, exc: Exception) -> ToolFailure:
         return _anticipated(entry, InvalidInput(details=_validation_details(exc)))
     if isinstance(exc, ProjectionError):
         return _unexpected(entry, exc, "its result cannot be sent as JSON")
-    if database_unavailable(exc):
+    if dependency_of(exc) is not None:
         return _unavailable(entry, exc)
     return _unexpected(entry, exc, "it raised")
 
@@ -329,11 +329,17 @@ def _anticipated(entry: ToolEntry, exc: ToolError) -> ToolFailure:
 
 
 def _unavailable(entry: ToolEntry, exc: BaseException) -> ToolFailure:
-    """A database locked or unreachable right now: retryable, logged once per outage rather than per call."""
+    """A database locked or unreachable, or a shared cache unreachable, right now: retryable, logged once
+    per outage rather than per call (the cache's breaker logs its own)."""
     retry_after = get_settings().UNAVAILABLE_RETRY_AFTER
     logger.info("%s %s refused the call: unavailable", entry.kind.capitalize(), entry.name)
-    outage.refused(f"{entry.kind} {entry.name}", exc)
-    error = Unavailable(f"The database is busy or unreachable; retry after {retry_after} s.", retry_after=retry_after)
+    if dependency_of(exc) == "database":
+        outage.refused(f"{entry.kind} {entry.name}", exc)
+        message = f"The database is busy or unreachable; retry after {retry_after} s."
+    else:
+        message = (f"The shared cache this tool needs (for its rate limit, or to answer a round once) is "
+                   f"unreachable; retry after {retry_after} s.")
+    error = Unavailable(message, retry_after=retry_after)
     return ToolFailure(code=error.code, message=error.message, details=error.details)
 
 

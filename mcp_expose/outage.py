@@ -1,8 +1,10 @@
-"""Tell a database that is not available right now from a bug, and log each outage once.
+"""Tell a dependency that is not available right now (the database, the shared cache) from a bug, and log
+each outage as a story: one line when it starts, a summary now and then while it lasts, one when it ends.
 
-A SQLite file locked past its busy timeout, or a PostgreSQL server that refuses or drops connections, is
-not the tool's fault and goes away by itself: the caller is told to retry (`unavailable`), and the log
-gets one warning when the outage starts instead of a traceback per call.
+A SQLite file locked past its busy timeout, a PostgreSQL server that refuses or drops connections, a Redis
+that is stopped or frozen: none of it is the caller's fault, and it goes away by itself. The caller is told to
+retry (`unavailable` in a tool result, 503 with Retry-After at the edge), and the log gets one warning when the
+outage starts instead of a traceback per request.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 
 from django.db import InterfaceError, OperationalError
 
@@ -28,66 +31,119 @@ UNAVAILABLE_MESSAGES = (
     "terminating connection",
     "the database system is starting up",
     "the database system is shutting down",
+    "connection timeout expired",
+    "consuming input failed",
+    "server conn crashed",
+    "no connection to the server",
+    "connection is lost",
 )
-# An outage still going on after this many seconds is logged again, so a long one is not one line.
-LOG_AGAIN_AFTER = 300.0
+# While an outage lasts, a summary of what it cost is logged this often (seconds).
+SUMMARY_EVERY = 60.0
+
+
+class DependencyUnavailable(Exception):
+    """A request cannot be served because `dependency` ("database", "cache") cannot answer right now.
+
+    Known outages travel as this, so the edge answers 503 with Retry-After, and a tool call `unavailable`,
+    without a traceback."""
+
+    def __init__(self, dependency: str, reason: str = "") -> None:
+        super().__init__(f"The {dependency} is unavailable" + (f" ({reason})" if reason else ""))
+        self.dependency = dependency
+        self.reason = reason
 
 
 def database_unavailable(exc: BaseException) -> bool:
     """Whether `exc` says the database cannot be reached or locked right now, rather than that a query is wrong."""
+    if isinstance(exc, DependencyUnavailable):
+        return exc.dependency == "database"
     if not isinstance(exc, OperationalError | InterfaceError):
         return False
     text = str(exc).lower()
     return any(message in text for message in UNAVAILABLE_MESSAGES)
 
 
+def dependency_of(exc: BaseException) -> str | None:
+    """The dependency a known outage is of ("database", "cache"), or None for anything else (a bug)."""
+    if isinstance(exc, DependencyUnavailable):
+        return exc.dependency
+    return "database" if database_unavailable(exc) else None
+
+
+@dataclass(frozen=True)
+class OutageState:
+    """What an operator (the health endpoint) is told: no hosts, no messages that could carry secrets."""
+
+    dependency: str
+    unavailable: bool
+    since_seconds: float | None
+    refused: int
+
+
 class Outage:
-    """This process's current database outage: logged when it starts, ended by the next successful call."""
+    """This process's current outage of one dependency: logged when it starts, summarized while it lasts,
+    ended by the next success."""
 
-    def __init__(self) -> None:
+    def __init__(self, dependency: str, consequence: str) -> None:
+        self.dependency = dependency
+        self.consequence = consequence  # what the start line says happens meanwhile
         self._lock = threading.Lock()
-        self._since: float | None = None
+        self._since: float | None = None  # monotonic start of the outage
+        self._summarized: float = 0.0
         self._refused = 0
+        self._total = 0
 
-    def refused(self, what: str, exc: BaseException) -> None:
-        """A call (`what`) was answered `unavailable`: a warning when the outage starts, again only every
-        `LOG_AGAIN_AFTER` seconds while it lasts."""
+    @property
+    def active(self) -> bool:
+        return self._since is not None
+
+    def refused(self, what: str, exc: BaseException | None = None) -> None:
+        """A request (`what`) could not be served: a warning when the outage starts, a summary every
+        `SUMMARY_EVERY` seconds while it lasts."""
         now = time.monotonic()
         with self._lock:
             self._refused += 1
-            if self._since is not None and now - self._since < LOG_AGAIN_AFTER:
+            self._total += 1
+            starting = self._since is None
+            if starting:
+                self._since = self._summarized = now
+                self._refused = 0
+            elif now - self._summarized < SUMMARY_EVERY:
                 return
-            starting, refused = self._since is None, self._refused
-            self._since, self._refused = now, 0
-        reason = f"{type(exc).__name__}: {_first_line(exc)}"
+            refused, lasted = self._refused, now - self._since
+            self._summarized, self._refused = now, 0
+        reason = f" ({type(exc).__name__}: {_first_line(exc)})" if exc is not None else ""
         if starting:
-            logger.warning(
-                "The database is unavailable (%s); %s and every call after it are answered "
-                "`unavailable` until one succeeds",
-                reason,
-                what,
-            )
+            logger.warning("The %s is unavailable%s; %s: %s", self.dependency, reason, what, self.consequence)
         else:
-            logger.warning(
-                "The database is still unavailable (%s): %d calls answered `unavailable` in the last %d seconds",
-                reason,
-                refused,
-                LOG_AGAIN_AFTER,
-            )
+            logger.warning("The %s is still unavailable%s, for %d s now: %d requests affected in the last %d s",
+                           self.dependency, reason, lasted, refused, SUMMARY_EVERY)
 
-    def ended(self) -> None:
-        """A call succeeded: the outage is over, and the next refusal starts a new one (logged again)."""
+    def ended(self) -> bool:
+        """A request succeeded: the outage is over (True when one was going on); the next refusal starts a
+        new one, logged again."""
         if self._since is None:  # the common case, without the lock
-            return
+            return False
         with self._lock:
-            ended, self._since, self._refused = self._since is not None, None, 0
-        if ended:
-            logger.info("The database is available again")
+            since, self._since = self._since, None
+            refused, total = self._refused, self._total
+            self._refused = self._total = 0
+        if since is None:
+            return False
+        logger.warning("The %s is available again after %d s (%d requests affected)",
+                       self.dependency, time.monotonic() - since, max(total, refused))
+        return True
+
+    def state(self) -> OutageState:
+        since = self._since
+        return OutageState(self.dependency, since is not None,
+                           None if since is None else round(time.monotonic() - since, 1), self._total)
 
 
 def _first_line(exc: BaseException) -> str:
     """The driver's message names the failure (and for PostgreSQL, the host and port), never a query's values."""
-    return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else ""
 
 
-outage = Outage()
+outage = Outage("database", "calls that need it are answered `unavailable` until one succeeds")

@@ -10,7 +10,9 @@ end of its own requests, which does nothing for Redis; MCP requests never pass t
 
 The backends below keep no per-thread state of their own (files, a process-wide dict with locks,
 Django's per-thread database connections, redis-py's thread-safe pools), so one instance serves every
-thread and request. Any other backend (pymemcache's and pylibmc's clients are not thread-safe as
+thread and request. A Redis backend built here gets short socket timeouts (`CACHE_CONNECT_TIMEOUT`,
+`CACHE_READ_TIMEOUT`) unless the cache's OPTIONS set their own: a frozen Redis must cost a request a fraction
+of a second, not redis-py's 5 s (see `shared_cache`). Any other backend (pymemcache's and pylibmc's clients are not thread-safe as
 Django configures them; a third-party backend we cannot vouch for) is used as Django hands it out.
 """
 
@@ -49,8 +51,24 @@ def process_cache(alias: str | None = None) -> BaseCache:
         with _building:
             held = _backends.get(alias)
             if held is None or held[0] is not configured:
-                held = _backends[alias] = (configured, _shareable(caches.create_connection(alias)))
+                held = _backends[alias] = (configured, _shareable(_built(alias)))
     return held[1] if held[1] is not None else caches[alias]
+
+
+def _built(alias: str) -> BaseCache:
+    """What `caches.create_connection` builds, with our short timeouts for a Redis backend."""
+    params = dict(caches.settings[alias])
+    if params.get("BACKEND") != "django.core.cache.backends.redis.RedisCache":
+        return caches.create_connection(alias)
+    params.pop("BACKEND")
+    location = params.pop("LOCATION", "")
+    conf = get_settings()
+    params["OPTIONS"] = {
+        "socket_connect_timeout": conf.CACHE_CONNECT_TIMEOUT,
+        "socket_timeout": conf.CACHE_READ_TIMEOUT,
+        **params.get("OPTIONS", {}),
+    }
+    return RedisCache(location, params)
 
 
 def _shareable(backend: BaseCache) -> BaseCache | None:

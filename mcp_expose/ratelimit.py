@@ -1,4 +1,5 @@
-"""Per-tool, per-caller rate limits, counted in Django's cache so every process shares them.
+"""Per-tool, per-caller rate limits, counted in Django's cache so every process shares them. A cache that
+cannot count (unreachable) fails the limited tools closed; tools without a limit never ask it.
 
 Fixed windows: simple, and exact enough for "60/min". Counting is atomic on
 backends with atomic `incr` (Redis, Memcached, local memory).
@@ -12,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from .process_cache import process_cache
+from .shared_cache import guarded
 
 UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
 RATE_PATTERN = re.compile(r"\s*(\d+)\s*/\s*(\d*)\s*([a-z]+?)s?\s*")
@@ -46,15 +48,20 @@ def hit(tool_key: str, caller: str, rate: tuple[int, int], now: float | None = N
     now = time.time() if now is None else now
     window = int(now // period)
     key = f"mcp_expose:rate:{tool_key}:{caller}:{period}:{window}"
-    cache = process_cache()
-    if cache.add(key, 1, period + 1):
-        count = 1
-    else:
-        try:
-            count = cache.incr(key)
-        except ValueError:  # the window expired between add and incr
-            cache.add(key, 1, period + 1)
-            count = 1
+    # A cache that cannot count fails closed: DependencyUnavailable, answered `unavailable` with retry_after.
+    count = guarded("counting a rate-limited call", _counted, key, period + 1)
     if count <= calls:
         return RateDecision(True)
     return RateDecision(False, retry_after=max(1, math.ceil((window + 1) * period - now)))
+
+
+def _counted(key: str, timeout: int) -> int:
+    """This window's count, after adding one."""
+    cache = process_cache()
+    if cache.add(key, 1, timeout):
+        return 1
+    try:
+        return cache.incr(key)
+    except ValueError:  # the window expired between add and incr
+        cache.add(key, 1, timeout)
+        return 1

@@ -16,6 +16,7 @@ from django.db.models import F, Sum
 from django.utils import timezone
 
 from .db import tidies_connections
+from .outage import database_unavailable, outage
 
 DENIALS = frozenset({"permission_denied", "rate_limited", "declined", "unknown_tool"})
 NOT_ERRORS = frozenset({"ok", "confirmation_required"}) | DENIALS
@@ -96,48 +97,69 @@ def count_list_call(count: int = 1, hour: datetime | None = None) -> None:
 
 
 class ListingTally:
-    """Listings counted in this process's memory and added to the hour's row every `flush_seconds`
-    (and at an hour's end, and at shutdown): a listing costs no database round trip."""
+    """Listings counted in this process's memory and added to their hours' rows every `flush_seconds`
+    (and at shutdown): a listing costs no database round trip. While the database is down the counts wait
+    here, per hour (at most `MAX_HOURS` of them), and are added once it is back."""
+
+    MAX_HOURS = 48
 
     def __init__(self, flush_seconds: float = 1.0) -> None:
         self.flush_seconds = flush_seconds
-        self.pending = 0
-        self.hour: datetime | None = None
+        self.hours: dict[datetime, int] = {}
         self.flushed_at = time.monotonic()
+
+    @property
+    def pending(self) -> int:
+        return sum(self.hours.values())
 
     async def count(self) -> None:
         hour = listing_hour()
-        if self.hour is not None and hour != self.hour:
-            await self.flush()
-        self.hour = hour
-        self.pending += 1
+        self.hours[hour] = self.hours.get(hour, 0) + 1
         if time.monotonic() - self.flushed_at >= self.flush_seconds:
             await self.flush()
 
-    async def flush(self) -> None:
-        pending, hour = self.pending, self.hour
-        self.pending, self.flushed_at = 0, time.monotonic()
-        if not pending:
-            return
+    async def flush(self) -> bool:
+        """Add what is counted to the rows; False when the database could not take it (kept for next time)."""
+        taken, self.hours, self.flushed_at = self.hours, {}, time.monotonic()
+        if not taken:
+            return True
         # Shielded: once the thread is adding, the outcome is known before a cancellation lands. Else a
         # listing cancelled meanwhile would take its count back while the thread still wrote it.
         with anyio.CancelScope(shield=True):
-            try:
-                await sync_to_async(count_list_call, thread_sensitive=False)(pending, hour)
-            except Exception:
-                if self.hour == hour:
-                    self.pending += pending  # not written: try again with the next flush
-                raise
+            unwritten = await sync_to_async(_count_hours, thread_sensitive=False)(taken)
+        for hour, calls in unwritten.items():
+            self.hours[hour] = self.hours.get(hour, 0) + calls
+        while len(self.hours) > self.MAX_HOURS:
+            hour = min(self.hours)
+            logger.error("Dropped %d tools/list calls of %s from the listing count: the database was "
+                         "unavailable for more than %d hours", self.hours.pop(hour), hour, self.MAX_HOURS)
+        return not unwritten
 
     async def keep_flushing(self) -> None:
         """Flush every `flush_seconds` while listings wait, so an idle server does not sit on them."""
         while True:
             await anyio.sleep(self.flush_seconds)
-            if self.pending:
-                try:
-                    await self.flush()
-                except Exception:  # noqa: BLE001  (the database is down: counted again next time)
-                    logger.warning("Could not add tools/list calls to the listing count", exc_info=True)
+            if self.hours:
+                await self.flush()
+
+
+def _count_hours(hours: dict[datetime, int]) -> dict[datetime, int]:
+    """Add each hour's count; the ones that could not be written, returned. An outage is logged as one
+    (`outage`); anything else with its traceback, once per flush."""
+    unwritten: dict[datetime, int] = {}
+    for hour, calls in sorted(hours.items()):
+        if unwritten:  # the database failed on an earlier hour: keep the rest for next time
+            unwritten[hour] = calls
+            continue
+        try:
+            count_list_call(calls, hour)
+        except Exception as exc:  # noqa: BLE001  (a counter must never break a listing)
+            unwritten[hour] = calls
+            if database_unavailable(exc):
+                outage.refused("counting tools/list calls", exc)
+            else:
+                logger.warning("Could not add %d tools/list calls to the listing count", calls, exc_info=True)
+    return unwritten
 
 
 def list_calls(window: timedelta) -> int:

@@ -1,0 +1,110 @@
+"""Health for load balancers and operators: liveness at `HEALTH_PATH`, readiness at `HEALTH_PATH/ready`.
+
+Liveness answers from the event loop alone: the process is up and serving requests. Readiness also asks each
+dependency, quickly, and reports it with this process's breaker and outage states and the usage rows it holds:
+
+- 200 `ok`: everything answers;
+- 200 `degraded`: the shared cache or the channel layer is out, and the process serves what it can without
+  them (see the outage docs);
+- 503 `unavailable`: the database cannot be reached; credentials and the catalog this process holds still
+  serve, but nothing new can be looked up or written.
+
+Nothing in either answer names a host, a port, a user or an error message: only states and counts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from .outage import outage
+from .shared_cache import breaker, guarded
+
+HEALTH_KEY = "mcp_expose:health"
+
+
+def health_paths(mcp_path: str, configured: str | None | bool) -> tuple[str, str] | None:
+    """(liveness, readiness) paths, or None when the endpoint is off (`HEALTH_PATH = ""`/False)."""
+    if configured is False or configured == "":
+        return None
+    base = (mcp_path + "/health") if configured is None else str(configured).rstrip("/")
+    return base, base + "/ready"
+
+
+async def serve_health(scope: Scope, receive: Receive, send: Send, *, deep: bool, relay: Any = None) -> None:
+    headers = {"Cache-Control": "no-store"}
+    if scope["method"] not in ("GET", "HEAD"):
+        await Response(status_code=405, headers={"Allow": "GET, HEAD", **headers})(scope, receive, send)
+        return
+    if not deep:
+        await JSONResponse({"status": "ok"}, headers=headers)(scope, receive, send)
+        return
+    report = await sync_to_async(readiness, thread_sensitive=False)(relay)
+    status = 503 if report["status"] == "unavailable" else 200
+    await JSONResponse(report, status_code=status, headers=headers)(scope, receive, send)
+
+
+def readiness(relay: Any = None) -> dict[str, Any]:
+    """Each dependency's state, asked now (sync: a query and a cache read, each with its short timeout)."""
+    database = _database_state()
+    cache = _cache_state()
+    layer = relay.layer_state() if relay is not None and hasattr(relay, "layer_state") else "unknown"
+    dependencies = {"database": database, "cache": cache, "channel_layer": layer}
+    if database != "ok":
+        status = "unavailable"
+    elif cache != "ok" or layer not in ("ok", "local"):
+        status = "degraded"
+    else:
+        status = "ok"
+    return {
+        "status": status,
+        "dependencies": dependencies,
+        "breakers": {"cache": "open" if breaker.is_open else "closed"},
+        "outages": {state.dependency: {"unavailable": state.unavailable, "for_seconds": state.since_seconds,
+                                       "requests_affected": state.refused}
+                    for state in (outage.state(), breaker.outage.state())},
+        "usage_rows": _usage_rows(),
+    }
+
+
+def _database_state() -> str:
+    from django.db import connections
+
+    from .db import close_stale_connections
+    from .outage import database_unavailable
+
+    close_stale_connections()
+    try:
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return "ok"
+    except Exception as exc:  # noqa: BLE001  (reported, never raised: this is the health check)
+        return "unavailable" if database_unavailable(exc) else "error"
+    finally:
+        close_stale_connections()
+
+
+def _cache_state() -> str:
+    from .outage import DependencyUnavailable
+    from .process_cache import process_cache
+
+    cache = process_cache()
+    try:
+        guarded("checking health", cache.get, HEALTH_KEY)
+        return "ok"
+    except DependencyUnavailable:
+        return "unavailable"
+    except Exception:  # noqa: BLE001  (reported, never raised)
+        return "error"
+
+
+def _usage_rows() -> dict[str, Any]:
+    from . import usage_writer
+
+    status = getattr(usage_writer, "status", None)
+    if status is None:
+        return {}
+    return dict(vars(status())) if hasattr(status(), "__dict__") else dict(status())
