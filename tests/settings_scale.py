@@ -1,11 +1,13 @@
 """Several server processes as in production: PostgreSQL for rows, Redis for the cache and the channel layer.
 
-The test run chooses the database and a key prefix per run through environment variables.
+The test run chooses the database and a key prefix per run through environment variables, and the fault tests
+a short credential cache (MCP_SCALE_CREDENTIAL_CACHE, in seconds), to see a database outage outlast it.
 """
 
 import os
 
 from tests.settings_live import *  # noqa: F403
+from tests.settings_live import MCP_EXPOSE
 
 DATABASES = {
     "default": {
@@ -30,3 +32,6 @@ CHANNEL_LAYERS = {
         "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "prefix": PREFIX},
     }
 }
+
+if "MCP_SCALE_CREDENTIAL_CACHE" in os.environ:
+    MCP_EXPOSE = {**MCP_EXPOSE, "CREDENTIAL_CACHE_SECONDS": int(os.environ["MCP_SCALE_CREDENTIAL_CACHE"])}
