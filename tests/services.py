@@ -117,12 +117,25 @@ class PostgresCluster:
     def create(self) -> None:
         """Make the cluster (fsync off: its data outlives no test) and start it; then add the role."""
         try:
-            _run("pg_createcluster", self.version, self.name, "-p", str(self.port), "--start-conf", "manual",
-                 "-o", "fsync=off", "-o", "synchronous_commit=off", "--start")
+            _run(
+                "pg_createcluster",
+                self.version,
+                self.name,
+                "-p",
+                str(self.port),
+                "--start-conf",
+                "manual",
+                "-o",
+                "fsync=off",
+                "-o",
+                "synchronous_commit=off",
+                "--start",
+            )
             self.running = True
             _wait_for(self.answers, f"PostgreSQL cluster {self.name} on port {self.port}")
-            _run("su", "postgres", "-c",
-                 f"psql -q -p {self.port} -c \"CREATE ROLE mcp LOGIN SUPERUSER PASSWORD 'mcp'\"")
+            _run(
+                "su", "postgres", "-c", f"psql -q -p {self.port} -c \"CREATE ROLE mcp LOGIN SUPERUSER PASSWORD 'mcp'\""
+            )
         except BaseException:
             subprocess.run(["pg_dropcluster", "--stop", self.version, self.name], capture_output=True, check=False)
             raise
@@ -149,8 +162,15 @@ class PostgresCluster:
         """An autocommit connection as "mcp"."""
         import psycopg
 
-        return psycopg.connect(host="127.0.0.1", port=self.port, user="mcp", password="mcp", dbname=database,
-                               autocommit=True, connect_timeout=5)
+        return psycopg.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user="mcp",
+            password="mcp",
+            dbname=database,
+            autocommit=True,
+            connect_timeout=5,
+        )
 
     def answers(self) -> bool:
         result = subprocess.run(["pg_isready", "-q", "-h", "127.0.0.1", "-p", str(self.port)], check=False)
@@ -166,10 +186,11 @@ def _run(*command: str) -> None:
 def installed_postgres_version() -> str:
     """The newest PostgreSQL installed from Debian's packages, or a failure saying how to install one."""
     if os.geteuid() != 0 or shutil.which("pg_createcluster") is None:
-        pytest.fail("The outage tests make a private PostgreSQL cluster with pg_createcluster, which needs root and "
-                    "Debian's postgresql-common: run the tests as root after scripts/services (which installs it)")
-    versions = sorted((path.parent.parent.name for path in Path("/usr/lib/postgresql").glob("*/bin/postgres")),
-                      key=int)
+        pytest.fail(
+            "The outage tests make a private PostgreSQL cluster with pg_createcluster, which needs root and "
+            "Debian's postgresql-common: run the tests as root after scripts/services (which installs it)"
+        )
+    versions = sorted((path.parent.parent.name for path in Path("/usr/lib/postgresql").glob("*/bin/postgres")), key=int)
     if not versions:
         pytest.fail("No PostgreSQL server is installed under /usr/lib/postgresql: run scripts/services")
     return versions[-1]

@@ -23,7 +23,9 @@ DATABASES = {
 }
 REDIS_URL = os.environ.get("MCP_SCALE_REDIS", "redis://127.0.0.1:6379/0")
 PREFIX = os.environ.get("MCP_SCALE_PREFIX", "mcp-scale")
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": PREFIX}}
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": PREFIX}
+}
 # redis-py 8 reads with a 5 s socket timeout by default, the same as channels_redis's blocking pop: a longer
 # one lets the pop end by itself (the README's production settings say the same).
 CHANNEL_LAYERS = {

@@ -106,9 +106,11 @@ class Run:
     recovery_failure: str | None
 
     def phase(self, answer: Answer) -> str:
-        """When the request was sent: before the fault, during it, while it was being undone, or after."""
-        if answer.sent < self.fault_start:
+        """Answered before the fault; else sent during it, while it was being undone, or after."""
+        if answer.sent + answer.latency < self.fault_start:
             return "before"
+        if answer.sent < self.fault_start:
+            return "fault"  # sent before, but answered while it lasted
         if answer.sent < self.undo_start:
             return "fault"
         return "undoing" if answer.sent < self.fault_end else "after"
@@ -120,8 +122,9 @@ class Run:
         return "\n".join(f"  {count:5d}  {phase:7s} {kind:7s} {label}" for (phase, kind, label), count in rows)
 
 
-async def ride_out(servers: list[LiveServer], key: str, name: str, inject: Callable[[], None],
-                   undo: Callable[[], None], seconds: float) -> Run:
+async def ride_out(
+    servers: list[LiveServer], key: str, name: str, inject: Callable[[], None], undo: Callable[[], None], seconds: float
+) -> Run:
     """Warm up, `inject`, keep the load going for `seconds`, `undo`, and keep it going until every kind succeeds."""
     load = Load([server.mcp_url for server in servers], key, f"{name}-{secrets.token_hex(3)}")
     recovery_failure = None
@@ -155,10 +158,18 @@ def assert_rode_out(run: Run, servers: list[LiveServer], cluster: PostgresCluste
         if bad:
             failures.append(f"{len(bad)} answers {what}:\n{run.counts(bad)}\n  e.g. {bad[0]}")
 
-    check([a for a in answers if a.status is not None and a.status >= 500
-           and not (a.status == 503 and a.retry_after and a.json_body)], "were a 5xx other than a JSON 503 with Retry-After")
-    check([a for a in answers if a.kind in ("list", "echo") and not a.succeeded],
-          "to tools/list or library.echo failed (they need neither service once warm)")
+    check(
+        [
+            a
+            for a in answers
+            if a.status is not None and a.status >= 500 and not (a.status == 503 and a.retry_after and a.json_body)
+        ],
+        "were a 5xx other than a JSON 503 with Retry-After",
+    )
+    check(
+        [a for a in answers if a.kind in ("list", "echo") and not a.succeeded],
+        "to tools/list or library.echo failed (they need neither service once warm)",
+    )
     check([a for a in answers if not (a.succeeded or a.retryable)], "were neither a success nor a clear retry later")
     check([a for a in answers if a.latency > MAX_LATENCY_SECONDS], f"took longer than {MAX_LATENCY_SECONDS} s")
     if run.recovery_failure:
@@ -166,11 +177,15 @@ def assert_rode_out(run: Run, servers: list[LiveServer], cluster: PostgresCluste
     failures.extend(usage_row_failures(run, cluster, database))
     for index, server in enumerate(servers):
         if len(raised := logged_exceptions(server.log())) > MAX_TRACEBACKS_PER_SERVER:
-            failures.append(f"Server {index} logged {len(raised)} tracebacks (at most {MAX_TRACEBACKS_PER_SERVER}), "
-                            f"ending in: {Counter(raised).most_common(3)}")
-    summary = (f"{len(answers)} answers; the fault from {run.fault_start:.1f} s, undone from {run.undo_start:.1f} s "
-               f"to {run.fault_end:.1f} s; "
-               f"slowest {max(a.latency for a in answers):.1f} s. All answers:\n{run.counts(answers)}")
+            failures.append(
+                f"Server {index} logged {len(raised)} tracebacks (at most {MAX_TRACEBACKS_PER_SERVER}), "
+                f"ending in: {Counter(raised).most_common(3)}"
+            )
+    summary = (
+        f"{len(answers)} answers; the fault from {run.fault_start:.1f} s, undone from {run.undo_start:.1f} s "
+        f"to {run.fault_end:.1f} s; "
+        f"slowest {max(a.latency for a in answers):.1f} s. All answers:\n{run.counts(answers)}"
+    )
     assert not failures, "\n".join(failures) + "\n" + summary
 
 
@@ -192,7 +207,7 @@ def usage_row_failures(run: Run, cluster: PostgresCluster, database: str) -> lis
     answered = {answer.conversation for answer in calls if answer.status == 200 and answer.result is not None}
     unknown = {answer.conversation for answer in calls if answer.rpc_error is not None or answer.status is None}
     deadline = time.monotonic() + ROWS_GUARD_SECONDS
-    while not answered <= set(rows := usage_rows(cluster, database, run.load.prefix)) and time.monotonic() < deadline:
+    while not answered <= usage_rows(cluster, database, run.load.prefix).keys() and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(0.5)
     rows = usage_rows(cluster, database, run.load.prefix)
@@ -216,6 +231,15 @@ def usage_rows(cluster: PostgresCluster, database: str, prefix: str) -> dict[str
         return dict(result.fetchall())
 
 
+async def test_without_a_fault_the_load_passes_every_check(
+    cluster: PostgresCluster, data: Path, env: dict[str, str], key: str
+) -> None:
+    """The control: what the fault tests find is the faults' doing, not the load's or the checks'."""
+    with server_pair(data, env) as servers:
+        run = await ride_out(servers, key, "no-fault", lambda: None, lambda: None, seconds=3)
+        assert_rode_out(run, servers, cluster, env["MCP_SCALE_DB"])
+
+
 async def test_redis_stopped_and_started_again(
     redis: RedisServer, cluster: PostgresCluster, data: Path, env: dict[str, str], key: str
 ) -> None:
@@ -232,8 +256,9 @@ async def test_redis_frozen_and_thawed(
         assert_rode_out(run, servers, cluster, env["MCP_SCALE_DB"])
 
 
-async def test_postgres_stopped_and_started_again(cluster: PostgresCluster, data: Path, env: dict[str, str],
-                                                  key: str) -> None:
+async def test_postgres_stopped_and_started_again(
+    cluster: PostgresCluster, data: Path, env: dict[str, str], key: str
+) -> None:
     with server_pair(data, env) as servers:
         run = await ride_out(servers, key, "postgres-stop", cluster.stop, cluster.start, seconds=5)
         assert_rode_out(run, servers, cluster, env["MCP_SCALE_DB"])
@@ -243,8 +268,9 @@ async def test_postgres_stopped_for_longer_than_the_credential_cache_lasts(
     cluster: PostgresCluster, data: Path, env: dict[str, str], key: str
 ) -> None:
     with server_pair(data, env, MCP_SCALE_CREDENTIAL_CACHE=str(SHORT_CREDENTIAL_CACHE_SECONDS)) as servers:
-        run = await ride_out(servers, key, "postgres-long", cluster.stop, cluster.start,
-                             seconds=3 * SHORT_CREDENTIAL_CACHE_SECONDS)
+        run = await ride_out(
+            servers, key, "postgres-long", cluster.stop, cluster.start, seconds=3 * SHORT_CREDENTIAL_CACHE_SECONDS
+        )
         assert_rode_out(run, servers, cluster, env["MCP_SCALE_DB"])
 
 
