@@ -109,10 +109,8 @@ class Run:
         """Answered before the fault; else sent during it, while it was being undone, or after."""
         if answer.sent + answer.latency < self.fault_start:
             return "before"
-        if answer.sent < self.fault_start:
-            return "fault"  # sent before, but answered while it lasted
         if answer.sent < self.undo_start:
-            return "fault"
+            return "fault"  # including what was sent before it and answered while it lasted
         return "undoing" if answer.sent < self.fault_end else "after"
 
     def counts(self, answers: list[Answer]) -> str:
