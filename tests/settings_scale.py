@@ -1,11 +1,13 @@
 """Several server processes as in production: PostgreSQL for rows, Redis for the cache and the channel layer.
 
-The test run chooses the database and a key prefix per run through environment variables.
+The test run chooses the database and a key prefix per run through environment variables, and the fault tests
+a short credential cache (MCP_SCALE_CREDENTIAL_CACHE, in seconds), to see a database outage outlast it.
 """
 
 import os
 
 from tests.settings_live import *  # noqa: F403
+from tests.settings_live import MCP_EXPOSE
 
 DATABASES = {
     "default": {
@@ -21,7 +23,9 @@ DATABASES = {
 }
 REDIS_URL = os.environ.get("MCP_SCALE_REDIS", "redis://127.0.0.1:6379/0")
 PREFIX = os.environ.get("MCP_SCALE_PREFIX", "mcp-scale")
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": PREFIX}}
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": PREFIX}
+}
 # redis-py 8 reads with a 5 s socket timeout by default, the same as channels_redis's blocking pop: a longer
 # one lets the pop end by itself (the README's production settings say the same).
 CHANNEL_LAYERS = {
@@ -30,3 +34,6 @@ CHANNEL_LAYERS = {
         "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "prefix": PREFIX},
     }
 }
+
+if "MCP_SCALE_CREDENTIAL_CACHE" in os.environ:
+    MCP_EXPOSE = {**MCP_EXPOSE, "CREDENTIAL_CACHE_SECONDS": int(os.environ["MCP_SCALE_CREDENTIAL_CACHE"])}
