@@ -42,50 +42,70 @@ def database_unavailable(exc: BaseException) -> bool:
 
 
 class Outage:
-    """This process's current database outage: logged when it starts, ended by the next successful call."""
+    """This process's current database outage, as one part of it sees it: logged when it starts, again every
+    `log_again_after` seconds while it lasts, and when it ends. The messages are the dispatcher's; the usage
+    writer says its own (`usage_writer.WritingOutage`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_again_after: float = LOG_AGAIN_AFTER) -> None:
+        self.log_again_after = log_again_after
         self._lock = threading.Lock()
-        self._since: float | None = None
+        self._logged_at: float | None = None  # monotonic; None: no outage
+        self._started_at: float | None = None  # wall-clock time, for whoever asks since when
         self._refused = 0
 
+    @property
+    def since(self) -> float | None:
+        """When (`time.time()`) the current outage started; None when there is none."""
+        return self._started_at
+
     def refused(self, what: str, exc: BaseException) -> None:
-        """A call (`what`) was answered `unavailable`: a warning when the outage starts, again only every
-        `LOG_AGAIN_AFTER` seconds while it lasts."""
+        """`what` failed for the outage: a warning when the outage starts, again only every `log_again_after`
+        seconds while it lasts."""
         now = time.monotonic()
         with self._lock:
             self._refused += 1
-            if self._since is not None and now - self._since < LOG_AGAIN_AFTER:
+            if self._logged_at is not None and now - self._logged_at < self.log_again_after:
                 return
-            starting, refused = self._since is None, self._refused
-            self._since, self._refused = now, 0
-        reason = f"{type(exc).__name__}: {_first_line(exc)}"
+            starting, refused = self._logged_at is None, self._refused
+            self._logged_at, self._refused = now, 0
+            if starting:
+                self._started_at = time.time()
+        reason = f"{type(exc).__name__}: {first_line(exc)}"
         if starting:
-            logger.warning(
-                "The database is unavailable (%s); %s and every call after it are answered "
-                "`unavailable` until one succeeds",
-                reason,
-                what,
-            )
+            self.log_started(what, reason)
         else:
-            logger.warning(
-                "The database is still unavailable (%s): %d calls answered `unavailable` in the last %d seconds",
-                reason,
-                refused,
-                LOG_AGAIN_AFTER,
-            )
+            self.log_continues(reason, refused)
 
     def ended(self) -> None:
-        """A call succeeded: the outage is over, and the next refusal starts a new one (logged again)."""
-        if self._since is None:  # the common case, without the lock
+        """Something succeeded: the outage is over, and the next refusal starts a new one (logged again)."""
+        if self._logged_at is None:  # the common case, without the lock
             return
         with self._lock:
-            ended, self._since, self._refused = self._since is not None, None, 0
+            ended, self._logged_at, self._started_at, self._refused = self._logged_at is not None, None, None, 0
         if ended:
-            logger.info("The database is available again")
+            self.log_ended()
+
+    def log_started(self, what: str, reason: str) -> None:
+        logger.warning(
+            "The database is unavailable (%s); %s and every call after it are answered "
+            "`unavailable` until one succeeds",
+            reason,
+            what,
+        )
+
+    def log_continues(self, reason: str, refused: int) -> None:
+        logger.warning(
+            "The database is still unavailable (%s): %d calls answered `unavailable` in the last %d seconds",
+            reason,
+            refused,
+            self.log_again_after,
+        )
+
+    def log_ended(self) -> None:
+        logger.info("The database is available again")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     """The driver's message names the failure (and for PostgreSQL, the host and port), never a query's values."""
     return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
 
