@@ -46,7 +46,9 @@ class CallRecord:
     row_id: uuid.UUID = field(default_factory=uuid.uuid4)
 
 
-def describe_arguments(arguments: Mapping[str, Any] | None, with_values: bool) -> tuple[int, list[str], dict[str, Any] | None]:
+def describe_arguments(
+    arguments: Mapping[str, Any] | None, with_values: bool
+) -> tuple[int, list[str], dict[str, Any] | None]:
     """Size, keys and (when allowed) values of the arguments, secrets redacted."""
     arguments = arguments or {}
     try:
@@ -63,7 +65,9 @@ def describe_arguments(arguments: Mapping[str, Any] | None, with_values: bool) -
 def redact(value: Any) -> Any:
     """`value` with every secret-looking key's value replaced, at any depth."""
     if isinstance(value, Mapping):
-        return {str(key): REDACTED if SECRET_KEY_PATTERN.search(str(key)) else redact(item) for key, item in value.items()}
+        return {
+            str(key): REDACTED if SECRET_KEY_PATTERN.search(str(key)) else redact(item) for key, item in value.items()
+        }
     if isinstance(value, list | tuple):
         return [redact(item) for item in value]
     return value
@@ -228,10 +232,14 @@ def prepared_values(rows: list[dict[str, Any]], fields: list[Any], connection: A
 
     as_is = {models.CharField: str, models.TextField: str, models.FloatField: float}
     columns = [(field.attname, as_is.get(type(field)), field) for field in fields]
-    return [[
-        value if kind is not None and type(value) is kind else field.get_db_prep_save(value, connection)
-        for name, kind, field in columns for value in (row[name],)
-    ] for row in rows]
+    return [
+        [
+            value if kind is not None and type(value) is kind else field.get_db_prep_save(value, connection)
+            for name, kind, field in columns
+            for value in (row[name],)
+        ]
+        for row in rows
+    ]
 
 
 _lost_lock = threading.Lock()
@@ -258,11 +266,19 @@ def lose(rows: list[dict[str, Any]], exc: BaseException) -> None:
         logger.error(
             "Lost the usage row for %s (caller %s, outcome %s%s, at %s, conversation %r, %.1f ms, row id %s, "
             "arguments %s: %r): %s: %s",
-            row.get("tool_name"), caller_label(row), row.get("outcome"),
+            row.get("tool_name"),
+            caller_label(row),
+            row.get("outcome"),
             f", error {row['error_code']}" if row.get("error_code") else "",
-            _isoformat(row.get("created_at")), row.get("conversation_id") or "", row.get("duration_ms") or 0.0,
-            row.get("row_id"), row.get("argument_keys"), row.get("argument_values"),
-            type(exc).__name__, first_line(exc), exc_info=exc if trace and index == 0 else None,
+            _isoformat(row.get("created_at")),
+            row.get("conversation_id") or "",
+            row.get("duration_ms") or 0.0,
+            row.get("row_id"),
+            row.get("argument_keys"),
+            row.get("argument_values"),
+            type(exc).__name__,
+            first_line(exc),
+            exc_info=exc if trace and index == 0 else None,
         )
 
 
@@ -270,10 +286,17 @@ def loggable(record: CallRecord) -> dict[str, Any]:
     """What `lose` logs of a record whose row could not even be built."""
     principal = record.principal
     return {
-        "row_id": record.row_id, "created_at": record.created_at, "tool_name": record.tool_name,
-        "username": principal.label, "auth_method": "", "outcome": record.outcome, "error_code": record.error_code,
-        "duration_ms": record.duration_ms, "argument_keys": record.argument_keys,
-        "argument_values": record.argument_values, "conversation_id": record.conversation_id,
+        "row_id": record.row_id,
+        "created_at": record.created_at,
+        "tool_name": record.tool_name,
+        "username": principal.label,
+        "auth_method": "",
+        "outcome": record.outcome,
+        "error_code": record.error_code,
+        "duration_ms": record.duration_ms,
+        "argument_keys": record.argument_keys,
+        "argument_values": record.argument_values,
+        "conversation_id": record.conversation_id,
     }
 
 

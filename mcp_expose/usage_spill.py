@@ -123,7 +123,7 @@ class Spill:
                 with self._lock:
                     self._rows[path] = len(rows)
                 for start in range(0, len(rows), chunk):
-                    write_rows(rows[start:start + chunk])
+                    write_rows(rows[start : start + chunk])
                 path.unlink()
                 with self._lock:
                     self._rows.pop(path, None)

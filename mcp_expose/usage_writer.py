@@ -70,20 +70,27 @@ class WritingOutage(Outage):
         logger.warning(
             "Usage rows cannot be written: the database is unavailable (%s). They are kept in memory (up to %d; "
             "the oldest beyond that in %s) and written when it is back",
-            reason, self.writer.buffer_rows, usage_spill.spill_dir(),
+            reason,
+            self.writer.buffer_rows,
+            usage_spill.spill_dir(),
         )
 
     def log_continues(self, reason: str, refused: int) -> None:
         status = self.writer.status()
         logger.warning(
             "The database is still unavailable for usage rows (%s): %d rows buffered in memory, %d in spill files",
-            reason, status.buffered, status.spilled,
+            reason,
+            status.buffered,
+            status.spilled,
         )
 
     def log_ended(self) -> None:
         status = self.writer.status()
-        logger.info("Usage rows are written again (%d rows buffered in memory, %d in spill files)",
-                    status.buffered, status.spilled)
+        logger.info(
+            "Usage rows are written again (%d rows buffered in memory, %d in spill files)",
+            status.buffered,
+            status.spilled,
+        )
 
 
 class UsageWriter:
@@ -223,8 +230,11 @@ class UsageWriter:
             except usage.DatabaseUnavailable as exc:
                 self.outage.refused("usage rows", exc.__cause__ or exc)
         spilled = self._spill_all()
-        logger.warning("Stopped while the database is unavailable: %d usage rows are kept in %s for the next start",
-                       spilled, usage_spill.spill_dir())
+        logger.warning(
+            "Stopped while the database is unavailable: %d usage rows are kept in %s for the next start",
+            spilled,
+            usage_spill.spill_dir(),
+        )
 
     def _overflow(self) -> list[usage.CallRecord]:
         """The oldest rows past `buffer_rows`, taken from the queue (the lock held), with room for a tenth more:

@@ -86,12 +86,21 @@ def test_stop_writes_everything_queued_and_then_refuses_more() -> None:
 def test_a_row_that_cannot_be_written_costs_no_other(caplog: pytest.LogCaptureFixture) -> None:
     gone = User.objects.create(username="gone")
     departed = Principal(user=gone, scopes=frozenset({"mcp"}), method="api_key")
-    User.objects.filter(pk=gone.pk).delete()  # the row's user no longer exists: the database refuses the batch, then that row alone
+    # The row's user no longer exists: the database refuses the batch, then that row alone.
+    User.objects.filter(pk=gone.pk).delete()
     writer = usage_writer.UsageWriter(60)
     writer.start()
     writer.add(record("t.before"))
-    writer.add(CallRecord(tool_name="t.departed", principal=departed, outcome="ok", conversation_id="conv-7",
-                          argument_keys=["q"], argument_values={"q": "needle", "token": usage.REDACTED}))
+    writer.add(
+        CallRecord(
+            tool_name="t.departed",
+            principal=departed,
+            outcome="ok",
+            conversation_id="conv-7",
+            argument_keys=["q"],
+            argument_values={"q": "needle", "token": usage.REDACTED},
+        )
+    )
     writer.add(record("t.unencodable", argument_values={"value": object()}))  # not JSON: refused before SQL
     writer.add(record("t.after"))
     writer.stop()
@@ -114,16 +123,25 @@ def test_the_process_writer_queues_only_while_running() -> None:
     assert not usage_writer.queue_or_none(record("t.after-stop"))
 
 
-
-
 def test_a_batched_row_has_every_column_a_saved_row_has() -> None:
     """The batch inserts column values without model instances: a column added to `ToolCall` and not to
     `row_values` would send every batch down the slow row-by-row path, or lose the column."""
     user = User.objects.create_user("batcher")
     principal = Principal(user=user, scopes=frozenset({"mcp", "tools"}), method="api_key", api_key_prefix="mcpx_ab")
-    called = CallRecord(tool_name="t.full", principal=principal, outcome="ok", tool_key="t.full", duration_ms=1.5,
-                        argument_bytes=7, result_bytes=9, depth=2, conversation_id="c-1", protocol_version="2026-07-28",
-                        argument_keys=["message"], argument_values={"message": "hi", "nested": [1, None]})
+    called = CallRecord(
+        tool_name="t.full",
+        principal=principal,
+        outcome="ok",
+        tool_key="t.full",
+        duration_ms=1.5,
+        argument_bytes=7,
+        result_bytes=9,
+        depth=2,
+        conversation_id="c-1",
+        protocol_version="2026-07-28",
+        argument_keys=["message"],
+        argument_values={"message": "hi", "nested": [1, None]},
+    )
     columns = {field.attname for field in ToolCall._meta.concrete_fields if field is not ToolCall._meta.auto_field}
     assert set(usage.row_values(called)) == columns
     usage.insert_rows([usage.row_values(called)])
@@ -143,8 +161,17 @@ def test_prepared_values_are_what_a_save_prepares_value_for_value_and_type() -> 
 
     user = User.objects.create_user("preparer")
     principal = Principal(user=user, scopes=frozenset({"mcp"}), method="api_key", api_key_prefix="mcpx_cd")
-    called = CallRecord(tool_name="t.prep", principal=principal, outcome="ok", duration_ms=2.25, argument_bytes=3,
-                        result_bytes=4, argument_keys=["a"], argument_values={"a": 1.5}, protocol_version="2026-07-28")
+    called = CallRecord(
+        tool_name="t.prep",
+        principal=principal,
+        outcome="ok",
+        duration_ms=2.25,
+        argument_bytes=3,
+        result_bytes=4,
+        argument_keys=["a"],
+        argument_values={"a": 1.5},
+        protocol_version="2026-07-28",
+    )
     fields = [field for field in ToolCall._meta.concrete_fields if field is not ToolCall._meta.auto_field]
     row = usage.row_values(called)
     [prepared] = usage.prepared_values([row], fields, connection)

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('mcp_expose', '0011_confirmation_channel'),
+        ("mcp_expose", "0011_confirmation_channel"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='toolcall',
-            name='row_id',
-            field=models.UUIDField(blank=True, editable=False, null=True, unique=True, verbose_name='row id'),
+            model_name="toolcall",
+            name="row_id",
+            field=models.UUIDField(blank=True, editable=False, null=True, unique=True, verbose_name="row id"),
         ),
     ]
