@@ -380,6 +380,7 @@ class ToolCallAdmin(ReadOnlyAdmin):
 
     def summary_view(self, request: HttpRequest) -> HttpResponse:
         """Calls, error and denial rates, p50/p95 latency per tool, for the last day and week."""
+        from . import usage_writer
         from .charts import bar_chart, meter
         from .usage_report import hourly_calls, summary
 
@@ -402,7 +403,7 @@ class ToolCallAdmin(ReadOnlyAdmin):
             for tool, counts in sorted(hourly.items(), key=lambda item: -sum(item[1]))
         ]
         context = {**self.admin_site.each_context(request), "opts": self.opts, "title": _("Tool usage"),
-                   "report": report, "series": series}
+                   "report": report, "series": series, "unwritten": usage_writer.status()}
         return TemplateResponse(request, "admin/mcp_expose/toolcall/summary.html", context)
 
 

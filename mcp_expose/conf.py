@@ -103,6 +103,14 @@ DEFAULTS: dict[str, Any] = {
     # apart, off the request path (and all of them at a graceful shutdown). 0: each call writes its own
     # row before it is answered. Outside an ASGI server (commands, stdio) rows are always written at once.
     "USAGE_BATCH_SECONDS": 0.2,
+    # Usage rows the batch writer keeps in memory while the database cannot take them (it is down, locked or
+    # unreachable); they are retried until it can. Past this many, the oldest go to a spill file on local
+    # disk (USAGE_SPILL_DIR), written to the database at the next server start. Calls never wait for it.
+    "USAGE_BUFFER_ROWS": 10_000,
+    # The directory of the spill files: append-only JSON lines, one usage row a line, with its row id, so a
+    # file written twice adds each row once. None: a directory under tempfile.gettempdir() named for the
+    # database ("mcp_expose-usage-<name>-<hash>"). Point it at persistent storage when /tmp is not.
+    "USAGE_SPILL_DIR": None,
     # At the end of the ASGI lifespan startup, call gc.freeze(): what is loaded at startup (Django, the
     # catalog, every module) is never scanned by the garbage collector again, which otherwise costs each
     # request a few percent of its CPU time in full collections. False leaves the collector alone.

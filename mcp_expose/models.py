@@ -436,6 +436,9 @@ class ToolCall(models.Model):
     depth = models.PositiveSmallIntegerField(_("agent depth"), default=0)
     conversation_id = models.CharField(_("conversation"), max_length=128, blank=True, db_index=True)
     protocol_version = models.CharField(_("protocol"), max_length=20, blank=True)
+    # Given to the call's record when it is made, so that writing the row again (a retry after a commit whose
+    # answer was lost, a spill file replayed twice) adds nothing. Rows written before it existed have none.
+    row_id = models.UUIDField(_("row id"), null=True, blank=True, unique=True, editable=False)
 
     class Meta:
         verbose_name = _("tool call")

@@ -81,57 +81,64 @@ class OutageState:
 
 
 class Outage:
-    """This process's current outage of one dependency: logged when it starts, summarized while it lasts,
-    ended by the next success."""
+    """This process's current outage of one dependency, as one part of it sees it: logged when it starts, summarized
+    every `log_again_after` seconds while it lasts, and when it ends (by the next success). The messages are
+    methods, so a part with more to say (the usage writer's `WritingOutage`) says its own."""
 
-    def __init__(self, dependency: str, consequence: str) -> None:
+    def __init__(self, dependency: str = "database",
+                 consequence: str = "calls that need it are answered `unavailable` until one succeeds",
+                 log_again_after: float = SUMMARY_EVERY) -> None:
         self.dependency = dependency
         self.consequence = consequence  # what the start line says happens meanwhile
+        self.log_again_after = log_again_after
         self._lock = threading.Lock()
-        self._since: float | None = None  # monotonic start of the outage
-        self._summarized: float = 0.0
-        self._refused = 0
-        self._total = 0
+        self._since: float | None = None  # monotonic start of the outage; None: no outage
+        self._started_at: float | None = None  # the same as wall-clock time, for whoever asks since when
+        self._summarized = 0.0
+        self._refused = 0  # since the last line logged
+        self._total = 0  # in this outage
 
     @property
     def active(self) -> bool:
         return self._since is not None
 
+    @property
+    def since(self) -> float | None:
+        """When (`time.time()`) the current outage started; None when there is none."""
+        return self._started_at
+
     def refused(self, what: str, exc: BaseException | None = None) -> None:
-        """A request (`what`) could not be served: a warning when the outage starts, a summary every
-        `SUMMARY_EVERY` seconds while it lasts."""
+        """`what` could not be served for the outage: a warning when the outage starts, a summary every
+        `log_again_after` seconds while it lasts."""
         now = time.monotonic()
         with self._lock:
             self._refused += 1
             self._total += 1
             starting = self._since is None
             if starting:
-                self._since = self._summarized = now
-                self._refused = 0
-            elif now - self._summarized < SUMMARY_EVERY:
+                self._since, self._started_at, self._summarized, self._refused = now, time.time(), now, 0
+            elif now - self._summarized < self.log_again_after:
                 return
-            refused, lasted = self._refused, now - self._since
+            refused = self._refused
             self._summarized, self._refused = now, 0
-        reason = f" ({type(exc).__name__}: {_first_line(exc)})" if exc is not None else ""
+        reason = f"{type(exc).__name__}: {first_line(exc)}" if exc is not None else ""
         if starting:
-            logger.warning("The %s is unavailable%s; %s: %s", self.dependency, reason, what, self.consequence)
+            self.log_started(what, reason)
         else:
-            logger.warning("The %s is still unavailable%s, for %d s now: %d requests affected in the last %d s",
-                           self.dependency, reason, lasted, refused, SUMMARY_EVERY)
+            self.log_continues(reason, refused)
 
     def ended(self) -> bool:
-        """A request succeeded: the outage is over (True when one was going on); the next refusal starts a
-        new one, logged again."""
+        """Something succeeded: the outage is over (True when one was going on); the next refusal starts a new
+        one, logged again."""
         if self._since is None:  # the common case, without the lock
             return False
         with self._lock:
-            since, self._since = self._since, None
-            refused, total = self._refused, self._total
+            since, total = self._since, self._total
+            self._since = self._started_at = None
             self._refused = self._total = 0
         if since is None:
             return False
-        logger.warning("The %s is available again after %d s (%d requests affected)",
-                       self.dependency, time.monotonic() - since, max(total, refused))
+        self.log_ended(time.monotonic() - since, total)
         return True
 
     def state(self) -> OutageState:
@@ -139,8 +146,21 @@ class Outage:
         return OutageState(self.dependency, since is not None,
                            None if since is None else round(time.monotonic() - since, 1), self._total)
 
+    def log_started(self, what: str, reason: str) -> None:
+        logger.warning("The %s is unavailable%s; %s: %s", self.dependency, f" ({reason})" if reason else "", what,
+                       self.consequence)
 
-def _first_line(exc: BaseException) -> str:
+    def log_continues(self, reason: str, refused: int) -> None:
+        since = self._since
+        lasted = time.monotonic() - since if since is not None else 0.0
+        logger.warning("The %s is still unavailable%s, for %d s now: %d requests affected in the last %d s",
+                       self.dependency, f" ({reason})" if reason else "", lasted, refused, self.log_again_after)
+
+    def log_ended(self, lasted: float, total: int) -> None:
+        logger.warning("The %s is available again after %d s (%d requests affected)", self.dependency, lasted, total)
+
+
+def first_line(exc: BaseException) -> str:
     """The driver's message names the failure (and for PostgreSQL, the host and port), never a query's values."""
     text = str(exc).strip()
     return text.splitlines()[0][:200] if text else ""

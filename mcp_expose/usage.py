@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +15,7 @@ from typing import Any
 from django.utils import timezone
 
 from .db import close_stale_connections
-from .outage import database_unavailable
+from .outage import database_unavailable, first_line
 
 logger = logging.getLogger("mcp_expose.usage")
 
@@ -40,9 +42,13 @@ class CallRecord:
     protocol_version: str = ""
     # When the call started: the row keeps it even when written later, in a batch.
     created_at: Any = field(default_factory=timezone.now)
+    # The row's identity from the start: writing it twice (a retry, a replayed spill file) keeps one.
+    row_id: uuid.UUID = field(default_factory=uuid.uuid4)
 
 
-def describe_arguments(arguments: Mapping[str, Any] | None, with_values: bool) -> tuple[int, list[str], dict[str, Any] | None]:
+def describe_arguments(
+    arguments: Mapping[str, Any] | None, with_values: bool
+) -> tuple[int, list[str], dict[str, Any] | None]:
     """Size, keys and (when allowed) values of the arguments, secrets redacted."""
     arguments = arguments or {}
     try:
@@ -59,17 +65,12 @@ def describe_arguments(arguments: Mapping[str, Any] | None, with_values: bool) -
 def redact(value: Any) -> Any:
     """`value` with every secret-looking key's value replaced, at any depth."""
     if isinstance(value, Mapping):
-        return {str(key): REDACTED if SECRET_KEY_PATTERN.search(str(key)) else redact(item) for key, item in value.items()}
+        return {
+            str(key): REDACTED if SECRET_KEY_PATTERN.search(str(key)) else redact(item) for key, item in value.items()
+        }
     if isinstance(value, list | tuple):
         return [redact(item) for item in value]
     return value
-
-
-def row_for(record: CallRecord) -> Any:
-    """The `ToolCall` row for a record (unsaved)."""
-    from .models import ToolCall
-
-    return ToolCall(**row_values(record))
 
 
 def row_values(record: CallRecord) -> dict[str, Any]:
@@ -78,6 +79,7 @@ def row_values(record: CallRecord) -> dict[str, Any]:
     principal = record.principal
     user = principal.user if getattr(principal.user, "is_authenticated", False) else None
     return {
+        "row_id": record.row_id,
         "created_at": record.created_at,
         "tool_name": record.tool_name[:64],
         "tool_key": record.tool_key,
@@ -101,31 +103,212 @@ def row_values(record: CallRecord) -> dict[str, Any]:
     }
 
 
+class DatabaseUnavailable(Exception):
+    """The database cannot take rows right now (locked, down, unreachable): keep them and try again later."""
+
+
 def write(record: CallRecord, attempts: int = WRITE_ATTEMPTS) -> bool:
-    """Insert the row, retrying briefly; on final failure log it whole (without secrets). Sync."""
-    principal = record.principal
-    try:
-        row = row_for(record)
-    except Exception:  # noqa: BLE001  (the log must never break the call)
-        logger.exception("Could not build the usage row for %s (outcome %s, caller %s)",
-                         record.tool_name, record.outcome, principal.label)
-        return False
+    """Insert the row, retrying briefly while the database is unavailable, then spill it to disk for the next
+    server start to write; True when written now. A row lost (not JSON, refused for another reason, or the
+    disk failing too) is logged whole, without secrets. Sync."""
+    rows = rows_of([record])
     for attempt in range(1, attempts + 1):
-        close_stale_connections()
         try:
-            row.save(force_insert=True)
-            return True
-        except Exception as exc:  # noqa: BLE001  (the log must never break the call)
-            if attempt == attempts:
-                # An outage is logged once as such (mcp_expose.outage): no traceback per row for it.
-                unavailable = database_unavailable(exc)
-                logger.error(
-                    "Could not write the usage row for %s (outcome %s, caller %s, %.1f ms) after %d attempts%s",
-                    record.tool_name, record.outcome, principal.label, record.duration_ms, attempt,
-                    ": the database is unavailable" if unavailable else "", exc_info=not unavailable,
-                )
-                return False
-            time.sleep(0.05 * attempt)
-        finally:
-            close_stale_connections()
+            return bool(rows) and write_rows(rows) == 0
+        except DatabaseUnavailable:
+            if attempt < attempts:
+                time.sleep(0.05 * attempt)
+    from .usage_spill import set_aside  # above this module: it logs what it loses through `lose`
+
+    set_aside(rows)
     return False
+
+
+def rows_of(records: list[CallRecord]) -> list[dict[str, Any]]:
+    """The records' `row_values`; a record whose row cannot even be built is lost, logged whole."""
+    rows = []
+    for record in records:
+        try:
+            rows.append(row_values(record))
+        except Exception as exc:  # noqa: BLE001  (the log must never break the call)
+            lose([loggable(record)], exc)
+    return rows
+
+
+def write_rows(rows: list[dict[str, Any]]) -> int:
+    """Insert `row_values` rows together, or each on its own if they fail together, so one bad row costs no
+    other; return how many were lost (refused for a reason other than an outage, and logged whole).
+    Raises `DatabaseUnavailable` at the first sign of an outage: then the rows are the caller's to keep."""
+    try:
+        _insert(rows)
+        return 0
+    except DatabaseUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001  (the log must never stop; each row gets its own chance)
+        if len(rows) == 1:
+            lose(rows, exc)
+            return 1
+        logger.warning("Could not write %d usage rows together; writing them one by one", len(rows), exc_info=True)
+    lost = 0
+    for row in rows:
+        try:
+            _insert([row])
+        except DatabaseUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001  (a row refused alone is a bug or bad data: not retried)
+            lose([row], exc)
+            lost += 1
+    return lost
+
+
+def _insert(rows: list[dict[str, Any]]) -> None:
+    """`insert_rows`, with an outage (any failure to connect, or `database_unavailable`) told apart."""
+    from django.db import InterfaceError, OperationalError, connections, router
+
+    from .models import ToolCall
+
+    close_stale_connections()
+    try:
+        try:
+            connections[router.db_for_write(ToolCall)].ensure_connection()
+        except (OperationalError, InterfaceError) as exc:
+            raise DatabaseUnavailable(first_line(exc)) from exc
+        try:
+            insert_rows(rows)
+        except Exception as exc:
+            if database_unavailable(exc):
+                raise DatabaseUnavailable(first_line(exc)) from exc
+            raise
+    finally:
+        close_stale_connections()
+
+
+def insert_rows(rows: list[dict[str, Any]]) -> None:
+    """One `executemany` of the INSERT Django compiles for one row, in one transaction: what `bulk_create`
+    does, without compiling the statement again, or building a model instance, for every row (the bulk of
+    its cost for small rows). A row whose row id is already in the table is skipped (`ON CONFLICT (row_id) DO
+    NOTHING`): writing a batch again after a commit whose answer was lost adds nothing. `rows` are
+    `row_values`, prepared by `prepared_values` as a save would prepare them (`ToolCall` has no field that
+    sets itself on save)."""
+    from django.db import connections, router, transaction
+
+    from .models import ToolCall
+
+    alias = router.db_for_write(ToolCall)
+    connection = connections[alias]
+    fields, sql = insert_statement(connection)
+    values = prepared_values(rows, fields, connection)
+    with transaction.atomic(using=alias, savepoint=False), connection.cursor() as cursor:
+        cursor.executemany(sql, values)
+
+
+def insert_statement(connection: Any) -> tuple[list[Any], str]:
+    """The fields and the SQL of a one-row `ToolCall` INSERT that skips a row id already written.
+
+    Where the backend has `ON CONFLICT (column)` (PostgreSQL, SQLite), the conflict named is the row id's
+    alone: SQLite's `INSERT OR IGNORE`, which Django's `OnConflict.IGNORE` compiles to, would also skip a row
+    breaking a NOT NULL or CHECK constraint without a word, instead of it being logged as lost. Elsewhere,
+    Django's `OnConflict.IGNORE`."""
+    from django.db.models.constants import OnConflict
+    from django.db.models.sql import InsertQuery
+
+    from .models import ToolCall
+
+    fields = [field for field in ToolCall._meta.concrete_fields if field is not ToolCall._meta.auto_field]
+    targeted = connection.features.supports_update_conflicts_with_target
+    query = InsertQuery(ToolCall, on_conflict=None if targeted else OnConflict.IGNORE)
+    query.insert_values(fields, [ToolCall()])
+    [(sql, _)] = query.get_compiler(connection=connection).as_sql()
+    if targeted:
+        sql += f" ON CONFLICT ({connection.ops.quote_name(ToolCall._meta.get_field('row_id').column)}) DO NOTHING"
+    return fields, sql
+
+
+def prepared_values(rows: list[dict[str, Any]], fields: list[Any], connection: Any) -> list[list[Any]]:
+    """Each row's parameters, in `fields` order: what each field's `get_db_prep_save` returns, without calling
+    it for a string in a text column or a float in a float column (it returns them as they are on every
+    backend Django ships; not integers: psycopg 3 wraps those in its Int2/Int4 types)."""
+    from django.db import models
+
+    as_is = {models.CharField: str, models.TextField: str, models.FloatField: float}
+    columns = [(field.attname, as_is.get(type(field)), field) for field in fields]
+    return [
+        [
+            value if kind is not None and type(value) is kind else field.get_db_prep_save(value, connection)
+            for name, kind, field in columns
+            for value in (row[name],)
+        ]
+        for row in rows
+    ]
+
+
+_lost_lock = threading.Lock()
+_lost = 0
+
+
+def count_lost(rows: int) -> None:
+    global _lost
+    with _lost_lock:
+        _lost += rows
+
+
+def rows_lost() -> int:
+    """Usage rows this process has lost since it started (each logged whole when it was)."""
+    return _lost
+
+
+def lose(rows: list[dict[str, Any]], exc: BaseException) -> None:
+    """Count the rows lost and log each whole: everything a reader needs to know the call happened (its
+    arguments as recorded, secrets already redacted), never a secret. A traceback once, for what is a bug."""
+    count_lost(len(rows))
+    trace = not database_unavailable(exc) and not isinstance(exc, OSError | DatabaseUnavailable)
+    for index, row in enumerate(rows):
+        logger.error(
+            "Lost the usage row for %s (caller %s, outcome %s%s, at %s, conversation %r, %.1f ms, row id %s, "
+            "arguments %s: %r): %s: %s",
+            row.get("tool_name"),
+            caller_label(row),
+            row.get("outcome"),
+            f", error {row['error_code']}" if row.get("error_code") else "",
+            _isoformat(row.get("created_at")),
+            row.get("conversation_id") or "",
+            row.get("duration_ms") or 0.0,
+            row.get("row_id"),
+            row.get("argument_keys"),
+            row.get("argument_values"),
+            type(exc).__name__,
+            first_line(exc),
+            exc_info=exc if trace and index == 0 else None,
+        )
+
+
+def loggable(record: CallRecord) -> dict[str, Any]:
+    """What `lose` logs of a record whose row could not even be built."""
+    principal = record.principal
+    return {
+        "row_id": record.row_id,
+        "created_at": record.created_at,
+        "tool_name": record.tool_name,
+        "username": principal.label,
+        "auth_method": "",
+        "outcome": record.outcome,
+        "error_code": record.error_code,
+        "duration_ms": record.duration_ms,
+        "argument_keys": record.argument_keys,
+        "argument_values": record.argument_values,
+        "conversation_id": record.conversation_id,
+    }
+
+
+def caller_label(row: dict[str, Any]) -> str:
+    """`Principal.label` of the row's caller, from its columns."""
+    who, method = row.get("username") or "anonymous", row.get("auth_method")
+    if method == "api_key":
+        return f"{who} (API key {row.get('api_key_prefix')})"
+    if method == "oauth":
+        return f"{who} (OAuth client {row.get('client_id')})"
+    return f"{who} ({method})" if method else who
+
+
+def _isoformat(moment: Any) -> str:
+    return moment.isoformat() if hasattr(moment, "isoformat") else str(moment)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,3 +67,39 @@ def server(data: Path) -> Iterator[LiveServer]:
 def key(data: Path) -> str:
     """The demo administrator's API key in that database."""
     return (data / "demo-api-key.txt").read_text().strip()
+
+
+@pytest.fixture
+def short_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connections opened from now on wait 0.1 s for a lock instead of the settings' 20 s."""
+    from django.db import connection
+
+    monkeypatch.setitem(connection.settings_dict["OPTIONS"], "timeout", 0.1)
+
+
+@pytest.fixture
+def write_lock(short_busy_timeout: None) -> Iterator[sqlite3.Connection]:
+    """The test database's write lock, held by another connection until the test releases it."""
+    from django.db import connection
+
+    holder = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield holder
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+
+
+@pytest.fixture
+def spill_dir(tmp_path: Path, settings: object, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Usage rows spilled to disk go to the test's own directory, through a spill of the test's own."""
+    from mcp_expose import usage_spill
+
+    directory = tmp_path / "usage-spill"
+    settings.MCP_EXPOSE = {**getattr(settings, "MCP_EXPOSE", {}), "USAGE_SPILL_DIR": str(directory)}
+    fresh = usage_spill.Spill()
+    monkeypatch.setattr(usage_spill, "spill", fresh)
+    yield directory
+    fresh.close()

@@ -5,6 +5,8 @@
 - MCP_TEST_FAST_PATH=0: every request goes through the SDK (the fast path's differential test compares both).
 - MCP_TEST_JSON_RESPONSE=1: answer as JSON instead of SSE (the differential test runs in both modes).
 - MCP_TEST_VIEW_MIDDLEWARE=a.B,c.d: VIEW_MIDDLEWARE, comma-separated (the toolbox's middleware).
+- MCP_TEST_SQLITE_TIMEOUT=S: SQLite waits S seconds for a lock held by another connection (default 20).
+- MCP_TEST_USAGE_SPILL_DIR=path: USAGE_SPILL_DIR, where usage rows the database cannot take are kept.
 - The toolbox app adds tools that are slow, cancellable, chatty, large, chained or need confirmation, and
   routed views: a DRF view with a nested serializer and views that read what middleware sets (tests/urls.py).
 - The CIMD fetcher accepts documents served over plain HTTP on 127.0.0.1, which the tests serve
@@ -14,7 +16,7 @@
 import os
 
 from project.settings import *  # noqa: F403
-from project.settings import MCP_EXPOSE, OAUTH2_PROVIDER
+from project.settings import DATABASES, MCP_EXPOSE, OAUTH2_PROVIDER
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.toolbox"]  # noqa: F405
 ROOT_URLCONF = "tests.urls"  # the demo's, plus the toolbox's views
@@ -26,5 +28,11 @@ MCP_EXPOSE = {
     "FAST_PATH": os.environ.get("MCP_TEST_FAST_PATH", "1") == "1",
     "JSON_RESPONSE": os.environ.get("MCP_TEST_JSON_RESPONSE") == "1",
     "VIEW_MIDDLEWARE": [path for path in os.environ.get("MCP_TEST_VIEW_MIDDLEWARE", "").split(",") if path],
+    "USAGE_SPILL_DIR": os.environ.get("MCP_TEST_USAGE_SPILL_DIR") or None,
 }
+if "MCP_TEST_SQLITE_TIMEOUT" in os.environ:
+    DATABASES["default"]["OPTIONS"] = {
+        **DATABASES["default"]["OPTIONS"],
+        "timeout": float(os.environ["MCP_TEST_SQLITE_TIMEOUT"]),
+    }
 OAUTH2_PROVIDER = {**OAUTH2_PROVIDER, "CIMD_METADATA_FETCHER": "tests.cimd.LoopbackMetadataFetcher"}

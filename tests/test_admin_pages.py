@@ -89,6 +89,18 @@ def test_the_dashboard_draws_charts_without_scripts(boss: Client) -> None:
     assert "<script" not in page.split('<div id="content-main"')[1]
 
 
+@pytest.mark.usefixtures("spill_dir")
+def test_the_dashboard_says_how_many_usage_rows_wait_for_the_database(boss: Client) -> None:
+    from mcp_expose import usage, usage_spill
+    from mcp_expose.principal import Principal
+
+    assert 'id="usage-unwritten"' not in boss.get("/admin/mcp_expose/toolcall/summary/").content.decode()
+    caller = Principal(user=None, method="local")
+    assert usage_spill.set_aside([usage.row_values(usage.CallRecord("t.kept", caller)) for _ in range(2)]) == 2
+    page = boss.get("/admin/mcp_expose/toolcall/summary/").content.decode()
+    assert "0 buffered in memory, 2 in spill files" in page
+
+
 def test_form_submission_parsing() -> None:
     schema = {
         "type": "object",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +22,7 @@ from mcp_expose.registry import CapabilityRegistry
 
 from .live import free_port
 
-pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("spill_dir")]
 
 
 @pytest.fixture
@@ -35,25 +34,6 @@ def catalog(registry: CapabilityRegistry) -> Catalog:
         return Author.objects.create(name=name).pk
 
     return compile_catalog(registry, {}, "r")
-
-
-@pytest.fixture
-def short_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Connections opened from now on wait 0.1 s for a lock instead of the settings' 20 s."""
-    monkeypatch.setitem(connection.settings_dict["OPTIONS"], "timeout", 0.1)
-
-
-@pytest.fixture
-def write_lock(short_busy_timeout: None) -> Iterator[sqlite3.Connection]:
-    """The test database's write lock, held by another connection until the test releases it."""
-    holder = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
-        yield holder
-    finally:
-        if holder.in_transaction:
-            holder.execute("ROLLBACK")
-        holder.close()
 
 
 def principal() -> Principal:

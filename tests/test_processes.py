@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -113,3 +114,46 @@ async def test_list_changed_reaches_an_open_listen_stream(tmp_path: Path) -> Non
             names = [tool.name for tool in (await client.list_tools()).tools]
     assert events == ["ToolsListChanged", "PromptsListChanged"]
     assert "library.popular_authors" not in names
+
+
+async def test_a_server_stopped_while_the_database_is_locked_loses_no_usage_row(tmp_path: Path) -> None:
+    """SIGTERM during an outage: the rows of every answered call go to the spill file, and the next server on
+    the same data writes each of them once."""
+    import sqlite3
+
+    from .live import HANG_GUARD_SECONDS, LIVE_SETTINGS, stop_server
+
+    key = prepare_demo(tmp_path)
+    spill = tmp_path / "usage-spill"
+    env = {**LIVE_SETTINGS, "MCP_TEST_SQLITE_TIMEOUT": "0.2", "MCP_TEST_USAGE_SPILL_DIR": str(spill)}
+    database = sqlite3.connect(tmp_path / "demo.sqlite3", isolation_level=None)
+
+    def echo_rows() -> list[str]:
+        return [row for (row,) in database.execute(
+            "SELECT row_id FROM mcp_expose_toolcall WHERE tool_name = 'library.echo'")]
+
+    def wait_for(condition: Callable[[], object], what: str) -> None:
+        deadline = time.monotonic() + HANG_GUARD_SECONDS
+        while not condition():
+            assert time.monotonic() < deadline, f"still waiting for {what}"
+            time.sleep(0.05)
+
+    with run_server(tmp_path, **env) as first:
+        async with connect(first.mcp_url, key, "auto") as client:
+            await client.call_tool("library.echo", {"message": "before"})  # the key's last use is written now
+            wait_for(lambda: len(echo_rows()) == 1, "the first row")
+            database.execute("BEGIN IMMEDIATE")  # the write lock, held until the first server is gone
+            for index in range(5):
+                answered = await client.call_tool("library.echo", {"message": f"locked-{index}"})
+                assert answered.structured_content == {"caller": "admin", "message": f"locked-{index}"}
+        wait_for(lambda: "Usage rows cannot be written: the database is unavailable" in first.log(), "the outage")
+        stop_server(first)  # SIGTERM, with the lock still held
+        assert "5 usage rows are kept in" in first.log()
+    database.execute("ROLLBACK")
+    assert len(echo_rows()) == 1
+
+    with run_server(tmp_path, **env):
+        wait_for(lambda: len(echo_rows()) == 6 and not list(spill.glob("*.jsonl")), "the spilled rows")
+    rows = echo_rows()
+    assert len(rows) == len(set(rows)) == 6 and None not in rows
+    database.close()
