@@ -102,9 +102,9 @@ def _cache_state() -> str:
 
 
 def _usage_rows() -> dict[str, Any]:
+    """Counts only: how many rows wait in memory or in spill files, and how many were lost (each logged)."""
     from . import usage_writer
 
-    status = getattr(usage_writer, "status", None)
-    if status is None:
-        return {}
-    return dict(vars(status())) if hasattr(status(), "__dict__") else dict(status())
+    status = usage_writer.status()
+    return {"buffered": status.buffered, "spilled": status.spilled, "lost": status.lost,
+            "failing_since": status.failing_since.isoformat() if status.failing_since is not None else None}

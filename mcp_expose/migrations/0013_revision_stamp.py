@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("mcp_expose", "0011_confirmation_channel"),
+        ("mcp_expose", "0012_toolcall_row_id"),
     ]
 
     operations = [
