@@ -174,7 +174,8 @@ class SessionManager(StreamableHTTPSessionManager):
         return transport
 
     async def _discard_session(self, session_id: str, transport: Any) -> None:
-        if transport.idle_scope is not None and transport.idle_scope.cancel_called and session_id in self._server_instances:
+        idle = transport.idle_scope is not None and transport.idle_scope.cancel_called
+        if idle and session_id in self._server_instances:
             logger.debug("Ended session %s... idle for %s s; %d open", session_id[:8], self.session_idle_timeout,
                          len(self._server_instances) - 1)
         holder = self._holders.pop(session_id, None)
