@@ -99,6 +99,20 @@ DEFAULTS: dict[str, Any] = {
     # (elicitation, sampling, roots), logging/setLevel, resource subscriptions and resumable streams.
     # 2026-07-28 clients are stateless either way.
     "LEGACY_SESSIONS": False,
+    # A stateful session with no request in flight and no open standing (GET) stream for this many seconds is
+    # ended (its id then answers 404 and the client initializes again): a client that went away without
+    # DELETE frees its memory soon. The SDK's own default is 30 minutes.
+    "LEGACY_SESSION_IDLE_SECONDS": 90,
+    # Stateful sessions one caller (an API key, an OAuth client for one user, or one address without a
+    # credential) may hold open in a process. None: no cap beyond the SDK's 10,000 per process.
+    "MAX_LEGACY_SESSIONS_PER_CALLER": 32,
+    # 2026-07-28 `subscriptions/listen` streams one process holds open, and one caller may hold. None: no limit.
+    "MAX_LISTEN_STREAMS": 1024,
+    "MAX_LISTEN_STREAMS_PER_CALLER": 32,
+    # While a process has listeners (listen streams or stateful sessions), it reads the catalog revision this
+    # often, in a thread, and tells them when it moved: changes made outside the serving processes (a shell,
+    # `mcp_sync`, a cron job, a migration) reach them too. The channel layer only makes it sooner.
+    "LISTEN_REVISION_POLL_SECONDS": 1.0,
     # Usage rows are written by one thread per server process, in batches at most this many seconds
     # apart, off the request path (and all of them at a graceful shutdown). 0: each call writes its own
     # row before it is answered. Outside an ASGI server (commands, stdio) rows are always written at once.

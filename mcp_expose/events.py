@@ -1,10 +1,12 @@
 """Tell open `subscriptions/listen` streams (and stateful 2025-11-25 sessions) that the catalog changed, in
-this process and in the others.
+this process and in the others, whoever changed it.
 
-Each server process runs one `ChangeRelay`. A change (an exposure row or a prompt
-saved, after commit) is announced through the channel layer's group when a shared
-layer is configured (Redis), so every process's relay hears it; with no layer, or
-the in-memory one, it is delivered straight to this process's relays.
+Each server process runs one `ChangeRelay`. While the process has listeners, the relay reads the catalog
+revision every `LISTEN_REVISION_POLL_SECONDS` and tells them when it moved: that is what makes a change made
+anywhere (the admin, a shell, `mcp_sync`, a cron job, a migration) reach them. A change saved in a serving
+process is also announced at once, through the channel layer's group when a shared layer is configured (Redis),
+or straight to this process's relays without one; the relay remembers the revisions it announced, so a
+listener hears of one change once, whichever way it came first.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import logging
 import time
 import weakref
+from collections import deque
 from functools import partial
 from typing import Any
 
@@ -26,8 +29,11 @@ RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 30.0
 MESSAGE_TYPE = "mcp_expose.catalog_changed"
 RESOURCE_MESSAGE_TYPE = "mcp_expose.resource_updated"
+# Revisions remembered as announced: a change seen by the watcher and by the channel layer is told once.
+REMEMBERED_REVISIONS = 16
 
 _relays: weakref.WeakSet[ChangeRelay] = weakref.WeakSet()
+_audiences: weakref.WeakKeyDictionary[Any, Audience] = weakref.WeakKeyDictionary()
 
 
 def shared_layer() -> Any:
@@ -38,6 +44,36 @@ def shared_layer() -> Any:
     return None if layer is None or isinstance(layer, InMemoryChannelLayer) else layer
 
 
+class Audience:
+    """This process's listeners on one subscription bus, as far as the relay needs to know them: how many listen
+    streams are open, and the catalog revisions they were told of or started at (newest last)."""
+
+    def __init__(self) -> None:
+        self.streams = 0
+        self.heard: deque[str] = deque(maxlen=REMEMBERED_REVISIONS)
+
+    def joined(self, revision: str | None) -> None:
+        """A listener opened, served at `revision`: what it knows is news to no one."""
+        self.streams += 1
+        self.started_at(revision)
+
+    def left(self) -> None:
+        self.streams -= 1
+
+    def started_at(self, revision: str | None) -> None:
+        """A listener knows the catalog as of `revision`; the first one after none sets what counts as news."""
+        if revision is not None and not self.heard:
+            self.heard.append(revision)
+
+
+def audience_of(bus: Any) -> Audience:
+    """The listeners on `bus`: the listen handler and the sessions count them in, the relay reads them."""
+    audience = _audiences.get(bus)
+    if audience is None:
+        audience = _audiences[bus] = Audience()
+    return audience
+
+
 class ChangeRelay:
     """Delivers catalog changes to this process's subscription bus."""
 
@@ -45,10 +81,62 @@ class ChangeRelay:
         self.bus = bus
         # Stateful 2025-11-25 sessions (`sessions.SessionMemory`), told on their standing streams.
         self.sessions = sessions
+        self.audience = audience_of(bus)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self) -> None:
-        """Listen to the channel layer's group (or just wait for direct deliveries) until cancelled.
+        """Watch the catalog revision while anyone listens, and listen to the channel layer, until cancelled."""
+        from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
+
+        from .conf import get_settings
+
+        self._events = (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged())
+        self._loop = asyncio.get_running_loop()
+        _relays.add(self)
+        layer = shared_layer()
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._watch_revision, get_settings().LISTEN_REVISION_POLL_SECONDS)
+            if layer is not None:
+                group.start_soon(self._follow_layer, layer)
+
+    def has_listeners(self) -> bool:
+        return self.audience.streams > 0 or (self.sessions is not None and self.sessions.reachable > 0)
+
+    async def _watch_revision(self, every: float) -> None:
+        """Every `every` seconds while this process has listeners, read the catalog revision in a thread and
+        announce it when it moved. Reads nothing while no one listens. A revision that cannot be read (the
+        cache is down) is read again next time: the change is announced once it can be, logged once when lost
+        and once when back."""
+        from .db import tidies_connections
+        from .revision import current_revision
+
+        read = tidies_connections(current_revision)
+        lost = False
+        while True:
+            await anyio.sleep(every)
+            if not self.has_listeners():
+                self.audience.heard.clear()  # the next listener starts from what it is served
+                continue
+            try:
+                revision = await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
+            except Exception as exc:  # noqa: BLE001  (an outage of the cache must not end the watching)
+                if not lost:
+                    logger.warning(
+                        "Cannot read the catalog revision (%s); listeners hear of changes once it can be read again",
+                        type(exc).__name__,
+                    )
+                    lost = True
+                continue
+            if lost:
+                logger.warning("The catalog revision can be read again")
+                lost = False
+            if not self.audience.heard:
+                self.audience.heard.append(revision)
+            else:
+                await self.deliver(revision)
+
+    async def _follow_layer(self, layer: Any) -> None:
+        """Listen to the channel layer's group until cancelled.
 
         One channel serves the whole run, so messages sent to it while a read failed are still waiting in the
         layer when the next read starts. A read that fails after the layer answered is retried at once (with
@@ -56,14 +144,6 @@ class ChangeRelay:
         cannot be reached is retried with backoff, logged once when it is lost and once when it is back. It
         never takes the server down.
         """
-        from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
-
-        self._events = (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged())
-        self._loop = asyncio.get_running_loop()
-        _relays.add(self)
-        layer = shared_layer()
-        if layer is None:
-            await anyio.sleep_forever()
         channel = None
         try:
             delay, lost = RETRY_SECONDS, False
@@ -101,11 +181,17 @@ class ChangeRelay:
         while True:
             message = await layer.receive(channel)
             if message.get("type") == MESSAGE_TYPE:
-                await self.deliver()
+                revision = message.get("revision")
+                await self.deliver(revision if isinstance(revision, str) else None)
             elif message.get("type") == RESOURCE_MESSAGE_TYPE and isinstance(message.get("uri"), str):
                 await self.deliver_resource(message["uri"])
 
-    async def deliver(self) -> None:
+    async def deliver(self, revision: str | None = None) -> None:
+        """Tell every listener the lists changed, unless they were already told of `revision`."""
+        if revision is not None:
+            if revision in self.audience.heard:
+                return
+            self.audience.heard.append(revision)
         for event in self._events:
             await self.bus.publish(event)
         if self.sessions is not None:
@@ -118,16 +204,19 @@ class ChangeRelay:
         if self.sessions is not None:
             await self.sessions.announce_resource_updated(uri)
 
-    def deliver_soon(self, uri: str | None = None) -> None:
-        """From any thread: schedule a delivery (of a list change, or of `uri`'s update) on the relay's loop."""
+    def deliver_soon(self, uri: str | None = None, revision: str | None = None) -> None:
+        """From any thread: schedule a delivery (of a list change at `revision`, or of `uri`'s update) on the
+        relay's loop."""
         if self._loop is not None and not self._loop.is_closed():
-            delivery = self.deliver if uri is None else partial(self.deliver_resource, uri)
+            delivery = partial(self.deliver, revision) if uri is None else partial(self.deliver_resource, uri)
             self._loop.call_soon_threadsafe(lambda: self._loop.create_task(delivery()))  # type: ignore[union-attr]
 
 
-def announce_catalog_change() -> None:
-    """Sync (called after a commit): every process's listeners learn that the lists changed."""
-    _announce({"type": MESSAGE_TYPE}, None)
+def announce_catalog_change(revision: str | None = None) -> None:
+    """Sync (called after a commit): every process's listeners learn that the lists changed, now rather than at
+    their relay's next look at the revision. `revision` is the stamp the change wrote: a relay that already
+    announced it does not again."""
+    _announce({"type": MESSAGE_TYPE, "revision": revision} if revision else {"type": MESSAGE_TYPE}, None, revision)
 
 
 def resource_updated(uri: str) -> None:
@@ -142,7 +231,7 @@ def resource_updated(uri: str) -> None:
     _announce({"type": RESOURCE_MESSAGE_TYPE, "uri": uri}, uri)
 
 
-def _announce(message: dict[str, Any], uri: str | None) -> None:
+def _announce(message: dict[str, Any], uri: str | None, revision: str | None = None) -> None:
     layer = shared_layer()
     if layer is not None:
         try:
@@ -151,4 +240,4 @@ def _announce(message: dict[str, Any], uri: str | None) -> None:
         except Exception:  # noqa: BLE001  (a layer outage must not fail the caller's save)
             logger.exception("Could not announce a change through the channel layer; telling this process only")
     for relay in list(_relays):
-        relay.deliver_soon(uri)
+        relay.deliver_soon(uri, revision)

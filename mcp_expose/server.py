@@ -20,7 +20,6 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.connection import allowed_log_levels
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -36,6 +35,8 @@ from .content import Audio, ContentBundle, EmbeddedResource, Image, Text
 from .context import LogSender
 from .dispatch import CallRequest, ToolOutcome, call_tool
 from .errors import InvalidInput, UnknownTool
+from .events import Audience, audience_of
+from .listening import BoundedListen
 from .oauth.resource import request_origin
 from .policy import decide, visible_tools
 from .principal import Principal
@@ -315,7 +316,7 @@ def build_server(
         on_list_prompts=list_prompts,
         on_get_prompt=asks_in_rounds(get),
         on_completion=completion,
-        on_subscriptions_listen=ListenHandler(subscription_bus) if subscription_bus is not None else None,
+        on_subscriptions_listen=BoundedListen(subscription_bus, resolve) if subscription_bus is not None else None,
         get_tool_input_schema=input_schema_for,
     )
     if stateful_legacy:
@@ -323,7 +324,8 @@ def build_server(
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_log_level)
         server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
         server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
-        server.middleware.append(functools.partial(remember_session, sessions))
+        audience = audience_of(subscription_bus) if subscription_bus is not None else None
+        server.middleware.append(functools.partial(remember_session, sessions, audience))
     server.middleware.insert(0, hide_internal_errors)
     server.middleware.append(refuse_bad_chains)
     server.middleware.append(RequestStateBoundary(request_state_security(), default_audience=conf.SERVER_NAME))
@@ -368,11 +370,17 @@ async def call_outcome(
         raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
 
 
-async def remember_session(sessions: SessionMemory, ctx: ServerRequestContext[Any], call_next: Any) -> Any:
-    """Stateful 2025-11-25 requests: keep a way to reach the session's standing stream (list changes)."""
+async def remember_session(
+    sessions: SessionMemory, audience: Audience | None, ctx: ServerRequestContext[Any], call_next: Any
+) -> Any:
+    """Stateful 2025-11-25 requests: keep a way to reach the session's standing stream (list changes), and tell
+    the change relay which catalog revision the session has seen."""
     session_id = _session_id(ctx)
     if session_id is not None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         sessions.saw(session_id, ctx.session)
+        catalog = ctx.request.scope.get(CATALOG_SCOPE_KEY) if ctx.request is not None else None
+        if audience is not None and catalog is not None:
+            audience.started_at(catalog.revision)
     return await call_next(ctx)
 
 

@@ -5,22 +5,31 @@ requests. A stateful legacy session (one process, or sticky routing) keeps, per
 session id: the log level set with `logging/setLevel`, the resources subscribed
 to, how to reach its standing stream (for list changes), and the recent SSE
 events a reconnecting client may replay (`Last-Event-ID`). All of it is bounded
-and dies with the process.
+and dies with the process, or with the session: one idle past `LEGACY_SESSION_IDLE_SECONDS`
+(no request in flight, no standing stream) is ended by the SDK's own idle timeout, and each
+caller holds at most `MAX_LEGACY_SESSIONS_PER_CALLER` at once.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import weakref
 from collections import OrderedDict, deque
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import JSONRPCMessage
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from .capacity import CAPACITY_REACHED, CallerKey, Refusal, Slots, caller_key
+from .conf import get_settings
 
 logger = logging.getLogger("mcp_expose.sessions")
 
@@ -29,6 +38,10 @@ MAX_SESSIONS_REMEMBERED = 10_000
 MAX_SUBSCRIPTIONS_PER_SESSION = 1_000
 # Seconds a list-change or resource notification may take to reach one session's stream.
 SEND_TIMEOUT = 1.0
+
+_memories: weakref.WeakSet[SessionMemory] = weakref.WeakSet()
+# The caller (slot key, log label) of the request that may open a session, for `SessionManager._admit_session`.
+_opening: ContextVar[tuple[CallerKey, str] | None] = ContextVar("mcp_expose.opening_session", default=None)
 
 
 @dataclass(slots=True)
@@ -45,6 +58,17 @@ class SessionMemory:
         self._states: OrderedDict[str | None, SessionState] = OrderedDict()
         # The SDK's session object of each live HTTP session, to reach its standing (GET) stream.
         self._peers: OrderedDict[str, Any] = OrderedDict()
+        _memories.add(self)
+
+    @property
+    def reachable(self) -> int:
+        """How many sessions would hear of a list change."""
+        return len(self._peers)
+
+    def forget(self, session_id: str) -> None:
+        """The session ended (deleted, idle, crashed): nothing of it is kept."""
+        self._peers.pop(session_id, None)
+        self._states.pop(session_id, None)
 
     def saw(self, session_id: str, peer: Any) -> None:
         """A request of this session arrived: remember how to reach it later."""
@@ -102,17 +126,87 @@ class SessionMemory:
 
 
 class SessionManager(StreamableHTTPSessionManager):
-    """The SDK's session manager, with one event history per session.
+    """The SDK's session manager, with one event history per session, a short idle timeout and a cap per caller.
 
     The SDK hands every session the same event store and names streams by JSON-RPC request id, which
     every session reuses (1, 2, 3...): one shared store would replay one session's results to another
     that reconnects, or guesses an event id. So each session gets its own `RecentEvents`.
+
+    The SDK ends a session that had no request in flight (its standing stream counts as one) for
+    `session_idle_timeout`: `LEGACY_SESSION_IDLE_SECONDS` here, so that a client gone without DELETE does not
+    hold its session's memory for the SDK's default half hour. A caller past `MAX_LEGACY_SESSIONS_PER_CALLER`
+    gets 429 with a retryable `CAPACITY_REACHED` error instead of a new session.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        conf = get_settings()
+        kwargs.setdefault("session_idle_timeout", conf.LEGACY_SESSION_IDLE_SECONDS)
+        super().__init__(*args, **kwargs)
+        self.slots = Slots("sessions", None, conf.MAX_LEGACY_SESSIONS_PER_CALLER)
+        self._holders: dict[str, CallerKey] = {}
+
+    async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        opening = None
+        if not any(name == MCP_SESSION_ID_HEADER.encode("ascii") for name, _ in scope.get("headers", ())):
+            opening = _caller_of(scope)
+        token = _opening.set(opening)
+        try:
+            await super()._handle_stateful_request(scope, receive, send)
+        except CallerAtCapacity as refused:
+            await _refusal_response(refused.refusal)(scope, receive, send)
+        finally:
+            _opening.reset(token)
+
     def _admit_session(self, requestor: Any) -> Any:
+        opening = _opening.get()
+        if opening is not None:
+            refusal = self.slots.take(*opening)
+            if refusal is not None:
+                raise CallerAtCapacity(refusal)
         if self.event_store is not None:
             self.event_store = RecentEvents()  # read by the transport created just below
-        return super()._admit_session(requestor)
+        transport = super()._admit_session(requestor)
+        if opening is not None:
+            if transport is None:  # the SDK's limit for the whole process
+                self.slots.give_back(opening[0])
+            else:
+                self._holders[transport.mcp_session_id] = opening[0]
+        return transport
+
+    async def _discard_session(self, session_id: str, transport: Any) -> None:
+        idle = transport.idle_scope is not None and transport.idle_scope.cancel_called
+        if idle and session_id in self._server_instances:
+            logger.debug("Ended session %s... idle for %s s; %d open", session_id[:8], self.session_idle_timeout,
+                         len(self._server_instances) - 1)
+        holder = self._holders.pop(session_id, None)
+        if holder is not None:
+            self.slots.give_back(holder)
+        for memory in list(_memories):
+            memory.forget(session_id)
+        await super()._discard_session(session_id, transport)
+
+
+class CallerAtCapacity(Exception):
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+def _caller_of(scope: Scope) -> tuple[CallerKey, str] | None:
+    """The slot key and log label of the caller our edge authenticated (None without our edge in front)."""
+    from .server import PRINCIPAL_SCOPE_KEY
+
+    principal = scope.get(PRINCIPAL_SCOPE_KEY)
+    if principal is None:
+        return None
+    client = scope.get("client")
+    return caller_key(principal, client[0] if client else None), principal.label
+
+
+def _refusal_response(refusal: Refusal) -> JSONResponse:
+    """429 with a JSON-RPC error body, which the SDK's client raises as that error."""
+    error = {"code": CAPACITY_REACHED, "message": refusal.message, "data": refusal.error_data()}
+    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=429)
 
 
 class RecentEvents(EventStore):

@@ -34,9 +34,9 @@ def catalog_changed() -> None:
     `subscriptions/listen` streams that the lists changed."""
     from .events import announce_catalog_change
 
-    bump_revision()
+    revision = bump_revision()
     provider.invalidate()
-    announce_catalog_change()
+    announce_catalog_change(revision)
 
 
 def _fully_migrated(app_label: str, using: str) -> bool:

@@ -7,6 +7,9 @@
 - MCP_TEST_VIEW_MIDDLEWARE=a.B,c.d: VIEW_MIDDLEWARE, comma-separated (the toolbox's middleware).
 - MCP_TEST_SQLITE_TIMEOUT=S: SQLite waits S seconds for a lock held by another connection (default 20).
 - MCP_TEST_USAGE_SPILL_DIR=path: USAGE_SPILL_DIR, where usage rows the database cannot take are kept.
+- MCP_TEST_LEGACY_SESSIONS=1: stateful 2025-11-25 sessions.
+- MCP_TEST_<SETTING>=N for the long-lived connection limits (MAX_LISTEN_STREAMS, MAX_LISTEN_STREAMS_PER_CALLER,
+  MAX_LEGACY_SESSIONS_PER_CALLER, LEGACY_SESSION_IDLE_SECONDS): small ones, so that tests reach them.
 - The toolbox app adds tools that are slow, cancellable, chatty, large, chained or need confirmation, and
   routed views: a DRF view with a nested serializer and views that read what middleware sets (tests/urls.py).
 - The CIMD fetcher accepts documents served over plain HTTP on 127.0.0.1, which the tests serve
@@ -29,7 +32,12 @@ MCP_EXPOSE = {
     "JSON_RESPONSE": os.environ.get("MCP_TEST_JSON_RESPONSE") == "1",
     "VIEW_MIDDLEWARE": [path for path in os.environ.get("MCP_TEST_VIEW_MIDDLEWARE", "").split(",") if path],
     "USAGE_SPILL_DIR": os.environ.get("MCP_TEST_USAGE_SPILL_DIR") or None,
+    "LEGACY_SESSIONS": os.environ.get("MCP_TEST_LEGACY_SESSIONS") == "1",
 }
+for _limit in ("MAX_LISTEN_STREAMS", "MAX_LISTEN_STREAMS_PER_CALLER", "MAX_LEGACY_SESSIONS_PER_CALLER",
+               "LEGACY_SESSION_IDLE_SECONDS"):
+    if f"MCP_TEST_{_limit}" in os.environ:
+        MCP_EXPOSE[_limit] = int(os.environ[f"MCP_TEST_{_limit}"])
 if "MCP_TEST_SQLITE_TIMEOUT" in os.environ:
     DATABASES["default"]["OPTIONS"] = {
         **DATABASES["default"]["OPTIONS"],

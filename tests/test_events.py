@@ -1,5 +1,6 @@
 """The change relay keeps listening through a failed read of the channel layer, on the same channel, so a change
-sent meanwhile still arrives; a layer it cannot reach is logged once when lost and once when back."""
+sent meanwhile still arrives; a layer it cannot reach is logged once when lost and once when back. Its watcher
+announces a move of the catalog revision once, through a cache outage too, and reads nothing while no one listens."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 from channels.layers import InMemoryChannelLayer
+from mcp.server.subscriptions import ToolsListChanged
 
 from mcp_expose import events
 
@@ -92,3 +94,88 @@ async def test_an_unreachable_layer_is_logged_once_lost_and_once_back(
         "The channel layer is back; listening again",
     ]
     assert all(record.exc_info is None for record in caplog.records)
+
+
+class Revisions:
+    """The catalog revision as the watcher reads it: a value, or an outage (`read_stamps` raising)."""
+
+    def __init__(self, value: str) -> None:
+        self.value: str | None = value
+        self.reads = 0
+        self.read_again = anyio.Event()
+
+    def __call__(self) -> str:
+        self.reads += 1
+        self.read_again.set()
+        if self.value is None:
+            raise ConnectionError("cache down")
+        return self.value
+
+    async def reads_done(self, count: int) -> None:
+        """Until the watcher has read `count` more times."""
+        for _ in range(count):
+            self.read_again = anyio.Event()
+            await self.read_again.wait()
+
+
+@pytest.fixture
+def watched(monkeypatch: pytest.MonkeyPatch) -> Revisions:
+    from mcp_expose import revision
+
+    revisions = Revisions("r1")
+    monkeypatch.setattr(revision, "current_revision", revisions)
+    monkeypatch.setattr(events, "shared_layer", lambda: None)
+    return revisions
+
+
+async def watching(relay: events.ChangeRelay, body: Any) -> None:
+    with anyio.fail_after(30):  # a guard against a hang only
+        async with anyio.create_task_group() as group:
+            group.start_soon(relay._watch_revision, 0.001)
+            await body()
+            group.cancel_scope.cancel()
+
+
+async def test_the_watcher_announces_a_move_once_even_when_the_layer_told_it_first(
+    watched: Revisions, caplog: pytest.LogCaptureFixture
+) -> None:
+    bus = Bus()
+    relay = events.ChangeRelay(bus)
+    relay._events = (ToolsListChanged(),)
+    relay.audience.joined("r1")  # a listener served at r1
+
+    async def changes() -> None:
+        await watched.reads_done(2)
+        assert bus.events == []  # nothing moved
+        watched.value = "r2"
+        await relay.deliver("r2")  # the channel layer (or this process) announced r2 first
+        await watched.reads_done(2)
+        watched.value = None  # the cache is down
+        await watched.reads_done(2)
+        watched.value = "r3"  # a change made elsewhere, while the revision could not be read
+        await watched.reads_done(2)
+
+    with caplog.at_level(logging.WARNING, logger="mcp_expose.events"):
+        await watching(relay, changes)
+    assert bus.events == ["ToolsListChanged", "ToolsListChanged"]  # r2 once, r3 once
+    assert [record.getMessage() for record in caplog.records] == [
+        "Cannot read the catalog revision (ConnectionError); listeners hear of changes once it can be read again",
+        "The catalog revision can be read again",
+    ]
+
+
+async def test_nothing_is_read_while_no_one_listens(watched: Revisions, monkeypatch: pytest.MonkeyPatch) -> None:
+    relay = events.ChangeRelay(Bus())
+    looked = anyio.Event()
+    looks = 0
+
+    def has_listeners() -> bool:
+        nonlocal looks
+        looks += 1
+        if looks == 20:
+            looked.set()
+        return events.ChangeRelay.has_listeners(relay)
+
+    monkeypatch.setattr(relay, "has_listeners", has_listeners)
+    await watching(relay, looked.wait)
+    assert watched.reads == 0
