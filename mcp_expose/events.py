@@ -83,6 +83,7 @@ class ChangeRelay:
         self.sessions = sessions
         self.audience = audience_of(bus)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._layer_state = "local"  # no shared layer; "ok" or "unavailable" while following one
 
     async def run(self) -> None:
         """Watch the catalog revision while anyone listens, and listen to the channel layer, until cancelled."""
@@ -98,6 +99,10 @@ class ChangeRelay:
             group.start_soon(self._watch_revision, get_settings().LISTEN_REVISION_POLL_SECONDS)
             if layer is not None:
                 group.start_soon(self._follow_layer, layer)
+
+    def layer_state(self) -> str:
+        """For the health report: "local" (no shared layer), "ok" (listening to it) or "unavailable"."""
+        return self._layer_state
 
     def has_listeners(self) -> bool:
         return self.audience.streams > 0 or (self.sessions is not None and self.sessions.reachable > 0)
@@ -153,6 +158,7 @@ class ChangeRelay:
                         channel = await layer.new_channel()
                     await layer.group_add(GROUP, channel)  # again after a failure: membership is cheap to renew
                 except Exception as exc:  # noqa: BLE001  (an outage of the layer must not end the serving)
+                    self._layer_state = "unavailable"
                     if not lost:
                         logger.warning("Lost the channel layer (%s); listening again with backoff", type(exc).__name__)
                         lost = True
@@ -161,7 +167,7 @@ class ChangeRelay:
                     continue
                 if lost:
                     logger.warning("The channel layer is back; listening again")
-                delay, lost = RETRY_SECONDS, False
+                delay, lost, self._layer_state = RETRY_SECONDS, False, "ok"
                 reading_since = time.monotonic()
                 try:
                     await self._listen(layer, channel)

@@ -51,7 +51,7 @@ def readiness(relay: Any = None) -> dict[str, Any]:
     """Each dependency's state, asked now (sync: a query and a cache read, each with its short timeout)."""
     database = _database_state()
     cache = _cache_state()
-    layer = relay.layer_state() if relay is not None and hasattr(relay, "layer_state") else "unknown"
+    layer = relay.layer_state() if relay is not None else "local"
     dependencies = {"database": database, "cache": cache, "channel_layer": layer}
     if database != "ok":
         status = "unavailable"

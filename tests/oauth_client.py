@@ -12,6 +12,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 
+REQUEST_GUARD_SECONDS = 60.0
+
 REDIRECT_URI = "http://127.0.0.1:53682/callback"
 
 
@@ -33,7 +35,9 @@ class Browser:
 
     @classmethod
     def logged_in(cls, base_url: str, username: str, password: str) -> Browser:
-        http = httpx2.Client(base_url=base_url, follow_redirects=False)
+        # A page may wait on the server fetching a client's metadata document: on a loaded machine that takes
+        # longer than httpx's 5 s default, which is a guard here, not a measure.
+        http = httpx2.Client(base_url=base_url, follow_redirects=False, timeout=REQUEST_GUARD_SECONDS)
         page = http.get("/accounts/login/")
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
         response = http.post(
