@@ -36,8 +36,8 @@ from .conf import get_settings
 from .credential_cache import CREDENTIALS_KEY
 from .edge import check_host, check_request
 from .edge_failures import answering_failures
-from .health import health_paths, serve_health
 from .events import ChangeRelay
+from .health import health_paths, serve_health
 from .oauth.resource import (
     PRM_PREFIX,
     bearer_challenge,

@@ -16,6 +16,7 @@ from typing import Any
 
 from .conf import get_settings
 from .names import name_problem
+from .outage import database_unavailable, outage
 from .prompt_templates import capability_for
 from .ratelimit import stricter_rate
 from .registry import (
@@ -28,7 +29,6 @@ from .registry import (
     ConfirmationChannel,
 )
 from .registry import registry as default_registry
-from .outage import database_unavailable, outage
 from .revision import current_revision
 from .uri_templates import is_template, match
 

@@ -31,8 +31,9 @@ logger = logging.getLogger("mcp_expose.asgi")
 INCIDENT_MESSAGE = "The server failed unexpectedly (incident {incident}). Quote the incident id when reporting this."
 
 
-async def answering_failures(serve: Callable[[Scope, Receive, Send], Awaitable[None]], scope: Scope,
-                             receive: Receive, send: Send) -> None:
+async def answering_failures(
+    serve: Callable[[Scope, Receive, Send], Awaitable[None]], scope: Scope, receive: Receive, send: Send
+) -> None:
     """Run `serve`, answering what it raises before its response starts as a JSON-RPC error."""
     started = False
 
@@ -50,11 +51,17 @@ async def answering_failures(serve: Callable[[Scope, Receive, Send], Awaitable[N
             if dependency == "database" and not isinstance(exc, DependencyUnavailable):
                 outage.refused("a request", exc)
             if not started:
-                await _send(send, 503, _unavailable_body(dependency), retry_after=get_settings().UNAVAILABLE_RETRY_AFTER)
+                await _send(
+                    send, 503, _unavailable_body(dependency), retry_after=get_settings().UNAVAILABLE_RETRY_AFTER
+                )
             return
         incident = uuid.uuid4().hex[:16]
-        logger.error("The MCP endpoint failed %s (incident %s)",
-                     "after answering began" if started else "before answering", incident, exc_info=exc)
+        logger.error(
+            "The MCP endpoint failed %s (incident %s)",
+            "after answering began" if started else "before answering",
+            incident,
+            exc_info=exc,
+        )
         if not started:
             await _send(send, 500, _error_body(INCIDENT_MESSAGE.format(incident=incident), {"incident": incident}))
 
@@ -70,8 +77,9 @@ def _unavailable_body(dependency: str) -> bytes:
 
 def _error_body(message: str, data: dict[str, object]) -> bytes:
     """A JSON-RPC error without an id: the failure may have come before the request was read."""
-    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": INTERNAL_ERROR, "message": message,
-                                                               "data": data}}).encode()
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": INTERNAL_ERROR, "message": message, "data": data}}
+    ).encode()
 
 
 async def _send(send: Send, status: int, body: bytes, retry_after: int | None = None) -> None:

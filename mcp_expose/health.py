@@ -63,9 +63,14 @@ def readiness(relay: Any = None) -> dict[str, Any]:
         "status": status,
         "dependencies": dependencies,
         "breakers": {"cache": "open" if breaker.is_open else "closed"},
-        "outages": {state.dependency: {"unavailable": state.unavailable, "for_seconds": state.since_seconds,
-                                       "requests_affected": state.refused}
-                    for state in (outage.state(), breaker.outage.state())},
+        "outages": {
+            state.dependency: {
+                "unavailable": state.unavailable,
+                "for_seconds": state.since_seconds,
+                "requests_affected": state.refused,
+            }
+            for state in (outage.state(), breaker.outage.state())
+        },
         "usage_rows": _usage_rows(),
     }
 
@@ -106,5 +111,9 @@ def _usage_rows() -> dict[str, Any]:
     from . import usage_writer
 
     status = usage_writer.status()
-    return {"buffered": status.buffered, "spilled": status.spilled, "lost": status.lost,
-            "failing_since": status.failing_since.isoformat() if status.failing_since is not None else None}
+    return {
+        "buffered": status.buffered,
+        "spilled": status.spilled,
+        "lost": status.lost,
+        "failing_since": status.failing_since.isoformat() if status.failing_since is not None else None,
+    }

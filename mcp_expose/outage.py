@@ -85,9 +85,12 @@ class Outage:
     every `log_again_after` seconds while it lasts, and when it ends (by the next success). The messages are
     methods, so a part with more to say (the usage writer's `WritingOutage`) says its own."""
 
-    def __init__(self, dependency: str = "database",
-                 consequence: str = "calls that need it are answered `unavailable` until one succeeds",
-                 log_again_after: float = SUMMARY_EVERY) -> None:
+    def __init__(
+        self,
+        dependency: str = "database",
+        consequence: str = "calls that need it are answered `unavailable` until one succeeds",
+        log_again_after: float = SUMMARY_EVERY,
+    ) -> None:
         self.dependency = dependency
         self.consequence = consequence  # what the start line says happens meanwhile
         self.log_again_after = log_again_after
@@ -143,18 +146,29 @@ class Outage:
 
     def state(self) -> OutageState:
         since = self._since
-        return OutageState(self.dependency, since is not None,
-                           None if since is None else round(time.monotonic() - since, 1), self._total)
+        return OutageState(
+            self.dependency,
+            since is not None,
+            None if since is None else round(time.monotonic() - since, 1),
+            self._total,
+        )
 
     def log_started(self, what: str, reason: str) -> None:
-        logger.warning("The %s is unavailable%s; %s: %s", self.dependency, f" ({reason})" if reason else "", what,
-                       self.consequence)
+        logger.warning(
+            "The %s is unavailable%s; %s: %s", self.dependency, f" ({reason})" if reason else "", what, self.consequence
+        )
 
     def log_continues(self, reason: str, refused: int) -> None:
         since = self._since
         lasted = time.monotonic() - since if since is not None else 0.0
-        logger.warning("The %s is still unavailable%s, for %d s now: %d requests affected in the last %d s",
-                       self.dependency, f" ({reason})" if reason else "", lasted, refused, self.log_again_after)
+        logger.warning(
+            "The %s is still unavailable%s, for %d s now: %d requests affected in the last %d s",
+            self.dependency,
+            f" ({reason})" if reason else "",
+            lasted,
+            refused,
+            self.log_again_after,
+        )
 
     def log_ended(self, lasted: float, total: int) -> None:
         logger.warning("The %s is available again after %d s (%d requests affected)", self.dependency, lasted, total)

@@ -61,8 +61,7 @@ def read_stamps(*keys: str, cache: Any = None) -> dict[str, str]:
         stamps = guarded("reading the revision stamps", cache.get_many, keys)
         if was_open and not breaker.is_open:  # this read found the cache back, which renewed the stamps
             stamps = guarded("reading the revision stamps", cache.get_many, keys)
-        read = {key: str(stamps[key]) if stamps.get(key) is not None else _created_guarded(cache, key)
-                for key in keys}
+        read = {key: str(stamps[key]) if stamps.get(key) is not None else _created_guarded(cache, key) for key in keys}
         copies.last.update(read)
         return read
     except DependencyUnavailable:
@@ -81,7 +80,11 @@ def _created(cache: Any, key: str) -> str:
 
 
 def _created_guarded(cache: Any, key: str) -> str:
-    return guarded("creating a revision stamp", _created, cache, key)
+    """`_created` on a shared cache, whose stamp the database's copy then holds too: so an outage after this
+    does not show every process a revision that seems to have moved (a spurious recompile and list change)."""
+    stamp = guarded("creating a revision stamp", _created, cache, key)
+    copies.write(key, stamp)
+    return stamp
 
 
 def local_stamp_cache() -> Any:
@@ -110,8 +113,11 @@ def move_stamp(key: str) -> str:
     try:
         guarded("moving a revision stamp", cache.set, key, stamp, REVISION_TIMEOUT)
     except DependencyUnavailable:
-        logger.warning("Could not move the stamp %s in the cache, which is unavailable: processes see the "
-                       "change from the database's copy while it is out", key)
+        logger.warning(
+            "Could not move the stamp %s in the cache, which is unavailable: processes see the "
+            "change from the database's copy while it is out",
+            key,
+        )
     return stamp
 
 
@@ -177,16 +183,22 @@ class StampCopies:
             with transaction.atomic():  # a savepoint inside a caller's transaction: a failure spoils nothing
                 RevisionStamp.objects.update_or_create(key=key, defaults={"value": stamp})
         except Exception as exc:  # noqa: BLE001  (the change itself is committed: this must not fail it)
-            logger.warning("Could not keep the database's copy of the stamp %s (%s): while the cache is "
-                           "unavailable, other processes will not see this change", key, type(exc).__name__)
+            logger.warning(
+                "Could not keep the database's copy of the stamp %s (%s): if the cache becomes unavailable, "
+                "processes reading the copy will not see this stamp",
+                key,
+                type(exc).__name__,
+            )
 
     def forget_cached(self) -> None:
         """The cache is back: delete the stamps it held from before the outage (see the module's docstring)."""
         keys = sorted(self.keys)
         if keys:
             process_cache().delete_many(keys)
-            logger.info("The cache is back: its revision stamps were renewed, so every process rereads its "
-                        "catalog and credentials")
+            logger.info(
+                "The cache is back: its revision stamps were renewed, so every process rereads its "
+                "catalog and credentials"
+            )
 
 
 copies = StampCopies()

@@ -35,9 +35,12 @@ class CacheBreaker:
     one probes. Thread-safe; one per process."""
 
     def __init__(self) -> None:
-        self.outage = Outage("shared cache", "this process skips it for a few seconds at a time, reads the "
-                             "revisions from the database, and answers rate-limited tools and later question "
-                             "rounds `unavailable`")
+        self.outage = Outage(
+            "shared cache",
+            "this process skips it for a few seconds at a time, reads the "
+            "revisions from the database, and answers rate-limited tools and later question "
+            "rounds `unavailable`",
+        )
         self._lock = threading.Lock()
         self._opened_at = 0.0  # monotonic time of the last failure; 0 = closed
         self._probing = False

@@ -81,8 +81,9 @@ DATABASES = {
     }
 }
 
-# Catalog changes reach open subscriptions/listen streams through the channel layer: in memory for one
-# process; use channels_redis's RedisChannelLayer when running several.
+# Every process tells its open subscriptions/listen streams about catalog changes by watching the catalog
+# revision; the channel layer only makes that sooner. In memory here; with several processes, channels_redis's
+# RedisChannelLayer tells the others at once.
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # Every server process must see the same catalog revision stamp, so the demo uses a file cache.

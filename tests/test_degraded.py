@@ -49,8 +49,13 @@ def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
 def on_redis(redis: RedisServer, settings: Any) -> Iterator[RedisServer]:
     """The process's cache is the private Redis, answering, with a short breaker pause; the breaker closed."""
     redis.restore()
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis.url,
-                                   "KEY_PREFIX": "degraded"}}
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": redis.url,
+            "KEY_PREFIX": "degraded",
+        }
+    }
     settings.MCP_EXPOSE = {"CACHE_RETRY_SECONDS": 0.2, "REVISION_STALENESS_SECONDS": 0, "CACHE_READ_TIMEOUT": 0.3}
     breaker.reset()
     yield redis
@@ -297,8 +302,14 @@ def test_stamp_copies_are_kept_by_every_move(on_redis: RedisServer) -> None:
 
 def test_the_settings_are_documented() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    for name in ("CACHE_CONNECT_TIMEOUT", "CACHE_READ_TIMEOUT", "CACHE_RETRY_SECONDS", "REVISION_STALENESS_SECONDS",
-                 "CREDENTIAL_OUTAGE_GRACE_SECONDS", "HEALTH_PATH"):
+    for name in (
+        "CACHE_CONNECT_TIMEOUT",
+        "CACHE_READ_TIMEOUT",
+        "CACHE_RETRY_SECONDS",
+        "REVISION_STALENESS_SECONDS",
+        "CREDENTIAL_OUTAGE_GRACE_SECONDS",
+        "HEALTH_PATH",
+    ):
         assert name in readme, name
 
 

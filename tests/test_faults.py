@@ -23,7 +23,9 @@ import pytest
 
 from .live import LiveServer, manage, prepare_demo, run_server
 from .load import Answer, Load
+from .mcp_client import connect
 from .services import PostgresCluster, RedisServer, postgres_cluster, redis_server
+from .test_streams import DISABLE_FROM_A_SHELL, next_event
 
 pytestmark = [pytest.mark.anyio, pytest.mark.live, pytest.mark.scale, pytest.mark.outage]
 
@@ -281,3 +283,24 @@ def test_the_scale_settings_take_the_credential_cache_lifetime_from_the_environm
         for extra in ({}, {"MCP_SCALE_CREDENTIAL_CACHE": "2"})
     ]
     assert lifetimes == ["30", "2"]
+
+
+async def test_a_change_saved_while_redis_is_stopped_reaches_a_listener(
+    redis: RedisServer, data: Path, env: dict[str, str], key: str
+) -> None:
+    """Neither the cache's stamp nor the channel layer can carry it: the database's copy of the revision does."""
+    with run_server(data, **env) as server:
+        async with connect(server.mcp_url, key, "auto") as client:
+            async with client.listen(tools_list_changed=True) as subscription:
+                await anyio.to_thread.run_sync(redis.stop)
+                changed = await anyio.to_thread.run_sync(
+                    lambda: manage(data, "shell", "-c", DISABLE_FROM_A_SHELL, env=env)
+                )
+                assert changed.returncode == 0
+                assert await next_event(subscription) == "ToolsListChanged"
+            names = [tool.name for tool in (await client.list_tools()).tools]
+        assert "library.popular_authors" not in names and "library.echo" in names
+        log = server.log()
+    assert "The shared cache is unavailable" in log and log.count(TRACEBACK) <= MAX_TRACEBACKS_PER_SERVER
+    await anyio.to_thread.run_sync(redis.start)
+    manage(data, "shell", "-c", DISABLE_FROM_A_SHELL.replace("row.enabled = False", "row.enabled = True"), env=env)
