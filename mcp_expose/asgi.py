@@ -46,7 +46,7 @@ from .oauth.resource import (
     resource_uri,
 )
 from .principal import Principal
-from .revision import REVISION_KEY, local_stamp_cache, read_stamps
+from .revision import REVISION_KEY, keep_auditing, local_stamp_cache, read_stamps
 from .server import (
     CATALOG_SCOPE_KEY,
     PRINCIPAL_SCOPE_KEY,
@@ -168,6 +168,7 @@ class McpExposeASGI:
         async with self.manager.run(), anyio.create_task_group() as group:
             group.start_soon(self.relay.run)
             group.start_soon(listing_tally.keep_flushing)
+            group.start_soon(keep_auditing)
             try:
                 yield
             finally:

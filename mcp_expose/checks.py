@@ -177,7 +177,7 @@ def _exposure_rows() -> Mapping[str, Any] | None:
 
 
 OUTAGE_SECONDS = ("CACHE_CONNECT_TIMEOUT", "CACHE_READ_TIMEOUT", "CACHE_RETRY_SECONDS", "REVISION_STALENESS_SECONDS",
-                  "CREDENTIAL_OUTAGE_GRACE_SECONDS")
+                  "REVISION_AUDIT_SECONDS", "CREDENTIAL_OUTAGE_GRACE_SECONDS")
 
 
 def _outage_setting_messages(conf: Any) -> list[checks.CheckMessage]:

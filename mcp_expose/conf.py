@@ -46,6 +46,9 @@ DEFAULTS: dict[str, Any] = {
     # While the shared cache is unavailable, how old (seconds) the revisions a process read from the database
     # may be: admin changes and revocations reach every process within this long.
     "REVISION_STALENESS_SECONDS": 2.0,
+    # Every serving process compares the database's copies of the stamps with the cache this often (seconds),
+    # and renews a stamp the cache missed (a move the cache could not take): at most this long a change is unseen.
+    "REVISION_AUDIT_SECONDS": 5.0,
     # While the database is unavailable, a credential this process already knows keeps working this much
     # longer (seconds) past CREDENTIAL_CACHE_SECONDS: nothing can be revoked meanwhile either. An unknown
     # credential gets 503 with Retry-After. 0: no grace.

@@ -14,6 +14,8 @@ Nothing in either answer names a host, a port, a user or an error message: only 
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -42,9 +44,26 @@ async def serve_health(scope: Scope, receive: Receive, send: Send, *, deep: bool
     if not deep:
         await JSONResponse({"status": "ok"}, headers=headers)(scope, receive, send)
         return
-    report = await sync_to_async(readiness, thread_sensitive=False)(relay)
+    report = await _recent_readiness(relay)
     status = 503 if report["status"] == "unavailable" else 200
     await JSONResponse(report, status_code=status, headers=headers)(scope, receive, send)
+
+
+# Probes arrive from every load balancer node and anyone else: the dependencies are asked by one at a time, and
+# its answer serves the others for this long.
+READINESS_REUSE_SECONDS = 1.0
+_reused: tuple[float, dict[str, Any]] | None = None
+_asking: asyncio.Lock | None = None
+
+
+async def _recent_readiness(relay: Any) -> dict[str, Any]:
+    global _reused, _asking
+    if _asking is None:
+        _asking = asyncio.Lock()
+    async with _asking:
+        if _reused is None or time.monotonic() - _reused[0] >= READINESS_REUSE_SECONDS:
+            _reused = (time.monotonic(), await sync_to_async(readiness, thread_sensitive=False)(relay))
+        return _reused[1]
 
 
 def readiness(relay: Any = None) -> dict[str, Any]:

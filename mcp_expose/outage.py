@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, InternalError, OperationalError
 
 logger = logging.getLogger("mcp_expose.dispatch")
 
@@ -36,6 +36,14 @@ UNAVAILABLE_MESSAGES = (
     "server conn crashed",
     "no connection to the server",
     "connection is lost",
+    "could not receive data from server",
+    "ssl syscall error",
+    "canceling statement due to",  # statement_timeout, lock_timeout
+    "read-only transaction",
+    "could not extend file",
+    "no space left on device",
+    "too many connections",
+    "the database system is in recovery mode",
 )
 # While an outage lasts, a summary of what it cost is logged this often (seconds).
 SUMMARY_EVERY = 60.0
@@ -53,11 +61,26 @@ class DependencyUnavailable(Exception):
         self.reason = reason
 
 
+# PostgreSQL's SQLSTATE classes and codes for a server that cannot serve now, whatever the message's language:
+# connection exceptions, insufficient resources (disk full, too many connections), operator intervention
+# (shutdown, a statement cancelled by statement_timeout), a read-only transaction (a failover's standby), and a
+# lock not available (lock_timeout).
+UNAVAILABLE_SQLSTATE_CLASSES = ("08", "53", "57")
+UNAVAILABLE_SQLSTATES = ("25006", "55P03")
+
+
 def database_unavailable(exc: BaseException) -> bool:
     """Whether `exc` says the database cannot be reached or locked right now, rather than that a query is wrong."""
     if isinstance(exc, DependencyUnavailable):
         return exc.dependency == "database"
-    if not isinstance(exc, OperationalError | InterfaceError):
+    if not isinstance(exc, OperationalError | InterfaceError | InternalError):
+        return False
+    sqlstate = getattr(exc.__cause__, "sqlstate", None) or getattr(exc, "sqlstate", None)
+    if isinstance(sqlstate, str) and (
+        sqlstate[:2] in UNAVAILABLE_SQLSTATE_CLASSES or sqlstate in UNAVAILABLE_SQLSTATES
+    ):
+        return True
+    if isinstance(exc, InternalError):
         return False
     text = str(exc).lower()
     return any(message in text for message in UNAVAILABLE_MESSAGES)

@@ -139,6 +139,8 @@ class StampCopies:
         self._read: dict[str, str] = {}
         self._read_at = 0.0  # monotonic; 0 = never
         self.last: dict[str, str] = {}  # the stamps last read, from either: what is served when both are out
+        self._failed = False  # the last read of the copies failed (retried after the staleness period)
+        self._audited: dict[str, str] = {}  # the copies as the last audit found them
         self.keys: set[str] = set()
 
     def watch(self, keys: Iterable[str]) -> None:
@@ -148,20 +150,62 @@ class StampCopies:
 
     def read(self, keys: Iterable[str]) -> dict[str, str]:
         """The copies under `keys`, at most `REVISION_STALENESS_SECONDS` old; the last ones read when the
-        database cannot answer either (nothing can change meanwhile); DependencyUnavailable when there are none."""
+        database cannot answer either (nothing can change meanwhile); DependencyUnavailable when there are none.
+
+        One thread at a time asks the database, and a failed read is not repeated within the staleness period:
+        while one thread waits on a database that does not answer, the others serve what was last read."""
         keys = tuple(keys)
-        fresh = time.monotonic() - self._read_at < get_settings().REVISION_STALENESS_SECONDS
-        if not (fresh and all(key in self._read for key in keys)):
-            with self._lock:
+        if not self._fresh(keys):
+            known = all(key in self.last for key in keys)
+            if self._lock.acquire(blocking=not known):  # busy, with stamps to serve: serve them
                 try:
-                    self._read = self._from_database(self.keys | set(keys))
-                    self._read_at = time.monotonic()
-                    self.last.update(self._read)
-                except Exception as exc:  # noqa: BLE001  (both are out: serve what this process last read)
-                    if not all(key in self.last for key in keys):
-                        raise DependencyUnavailable("cache", "and the database cannot be read either") from exc
-                    return {key: self.last[key] for key in keys}
+                    if not self._fresh(keys):
+                        self._refresh(keys)
+                finally:
+                    self._lock.release()
+            elif known:
+                return {key: self.last[key] for key in keys}
+        if self._failed:
+            if not all(key in self.last for key in keys):
+                raise DependencyUnavailable("cache", "and the database cannot be read either")
+            return {key: self.last[key] for key in keys}
         return {key: self._read[key] for key in keys}
+
+    def _fresh(self, keys: tuple[str, ...]) -> bool:
+        recent = time.monotonic() - self._read_at < get_settings().REVISION_STALENESS_SECONDS
+        return recent and (self._failed or all(key in self._read for key in keys))
+
+    def _refresh(self, keys: tuple[str, ...]) -> None:
+        try:
+            self._read = self._from_database(self.keys | set(keys))
+            self._failed = False
+            self.last.update(self._read)
+        except Exception:  # noqa: BLE001  (both are out: `read` serves what this process last read)
+            self._failed = True
+        finally:
+            self._read_at = time.monotonic()
+
+    def audit(self) -> None:
+        """Delete from the cache a stamp whose database copy moved to another value since the last audit.
+
+        A stamp moves in the database first, then in the cache. A cache that failed to take it (a short freeze
+        that only the saving process saw, a command that exited) would leave every process on the old stamp;
+        the next audit of any serving process deletes it, so every process reads a fresh one. Sync: one query
+        and one cache read, every `REVISION_AUDIT_SECONDS` (`keep_auditing`)."""
+        keys = sorted(self.keys)
+        if not keys:
+            return
+        copied = self._from_database(set(keys))
+        moved = [key for key in keys if copied[key] != self._audited.get(key) and copied[key] != NEVER_MOVED]
+        self._audited = copied
+        if not moved:
+            return
+        cache = process_cache()
+        cached = guarded("auditing the revision stamps", cache.get_many, moved)
+        stale = [key for key in moved if cached.get(key) is not None and str(cached[key]) != copied[key]]
+        if stale:
+            guarded("renewing stale revision stamps", cache.delete_many, stale)
+            logger.warning("The cache missed a move of %s; renewed it, so every process rereads it", ", ".join(stale))
 
     @staticmethod
     def _from_database(keys: set[str]) -> dict[str, str]:
@@ -203,3 +247,21 @@ class StampCopies:
 
 copies = StampCopies()
 breaker.on_recovery(copies.forget_cached)
+
+
+async def keep_auditing() -> None:
+    """In a serving process on a shared cache: audit the stamps every `REVISION_AUDIT_SECONDS` (see
+    `StampCopies.audit`). A failure (the cache or the database out) is left to their outages' own logs."""
+    import anyio
+
+    from .db import tidies_connections
+
+    if local_stamp_cache() is not None:
+        return  # a cache on this machine takes every move, or is unavailable to no one
+    audit = tidies_connections(copies.audit)
+    while True:
+        await anyio.sleep(max(0.5, float(get_settings().REVISION_AUDIT_SECONDS)))
+        try:
+            await anyio.to_thread.run_sync(audit, abandon_on_cancel=True)
+        except Exception:  # noqa: BLE001  (an outage: the next audit tries again)
+            logger.debug("Auditing the revision stamps failed", exc_info=True)

@@ -76,6 +76,9 @@ class CacheBreaker:
                 self._opened_at, self._probing = time.monotonic(), False
             self.outage.refused(what, exc)
             raise DependencyUnavailable("cache", type(exc).__name__) from exc
+        except BaseException:  # cancelled or interrupted: whether the cache answers is still unknown
+            self._probed()
+            raise
         if self._opened_at:
             self._closed()
         return result

@@ -50,9 +50,11 @@ def tool_stats(since: datetime) -> list[ToolStats]:
     durations: dict[str, list[float]] = defaultdict(list)
     errors: dict[str, int] = defaultdict(int)
     denials: dict[str, int] = defaultdict(int)
-    for tool, outcome, duration in ToolCall.objects.filter(created_at__gte=since).values_list(
-        "tool_name", "outcome", "duration_ms"
-    ).iterator(chunk_size=5000):
+    for tool, outcome, duration in (
+        ToolCall.objects.filter(created_at__gte=since)
+        .values_list("tool_name", "outcome", "duration_ms")
+        .iterator(chunk_size=5000)
+    ):
         durations[tool].append(duration)
         errors[tool] += outcome not in NOT_ERRORS
         denials[tool] += outcome in DENIALS
@@ -103,10 +105,14 @@ class ListingTally:
 
     MAX_HOURS = 48
 
+    MAX_BACKOFF = 30.0
+
     def __init__(self, flush_seconds: float = 1.0) -> None:
         self.flush_seconds = flush_seconds
         self.hours: dict[datetime, int] = {}
         self.flushed_at = time.monotonic()
+        self._flushing = False  # one flush at a time: a database that hangs holds one thread, not one a second
+        self._backoff = 0.0  # after a failed flush, seconds added before the next
 
     @property
     def pending(self) -> int:
@@ -115,31 +121,47 @@ class ListingTally:
     async def count(self) -> None:
         hour = listing_hour()
         self.hours[hour] = self.hours.get(hour, 0) + 1
-        if time.monotonic() - self.flushed_at >= self.flush_seconds:
+        if self._due():
             await self.flush()
 
+    def _due(self) -> bool:
+        return time.monotonic() - self.flushed_at >= self.flush_seconds + self._backoff
+
     async def flush(self) -> bool:
-        """Add what is counted to the rows; False when the database could not take it (kept for next time)."""
+        """Add what is counted to the rows; False when the database could not take it (kept for next time,
+        after a backoff) or another flush is still writing."""
+        if self._flushing:
+            return False
         taken, self.hours, self.flushed_at = self.hours, {}, time.monotonic()
         if not taken:
             return True
-        # Shielded: once the thread is adding, the outcome is known before a cancellation lands. Else a
-        # listing cancelled meanwhile would take its count back while the thread still wrote it.
-        with anyio.CancelScope(shield=True):
-            unwritten = await sync_to_async(_count_hours, thread_sensitive=False)(taken)
+        self._flushing = True
+        try:
+            # Shielded: once the thread is adding, the outcome is known before a cancellation lands. Else a
+            # listing cancelled meanwhile would take its count back while the thread still wrote it.
+            with anyio.CancelScope(shield=True):
+                unwritten = await sync_to_async(_count_hours, thread_sensitive=False)(taken)
+        finally:
+            self._flushing = False
+        self._backoff = min(max(self._backoff * 2, 1.0), self.MAX_BACKOFF) if unwritten else 0.0
         for hour, calls in unwritten.items():
             self.hours[hour] = self.hours.get(hour, 0) + calls
         while len(self.hours) > self.MAX_HOURS:
             hour = min(self.hours)
-            logger.error("Dropped %d tools/list calls of %s from the listing count: the database was "
-                         "unavailable for more than %d hours", self.hours.pop(hour), hour, self.MAX_HOURS)
+            logger.error(
+                "Dropped %d tools/list calls of %s from the listing count: the database was "
+                "unavailable for more than %d hours",
+                self.hours.pop(hour),
+                hour,
+                self.MAX_HOURS,
+            )
         return not unwritten
 
     async def keep_flushing(self) -> None:
         """Flush every `flush_seconds` while listings wait, so an idle server does not sit on them."""
         while True:
             await anyio.sleep(self.flush_seconds)
-            if self.hours:
+            if self.hours and self._due():
                 await self.flush()
 
 

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import tempfile
 import threading
 import uuid
@@ -87,9 +88,15 @@ class Spill:
         if lines:
             with self._lock:
                 file = self._file or self._open()
-                file.write("".join(lines))
-                file.flush()
-                os.fsync(file.fileno())
+                try:
+                    file.write("".join(lines))
+                    file.flush()
+                    os.fsync(file.fileno())
+                except OSError:
+                    # A line may be cut short: the next rows go to a new file, not onto the end of that line.
+                    self._file, self._path = None, None
+                    file.close()
+                    raise
                 assert self._path is not None
                 self._rows[self._path] = self._rows.get(self._path, 0) + len(lines)
         return refused
@@ -107,7 +114,10 @@ class Spill:
         stops here: the next replay reads it again."""
         directory = spill_dir()
         replayed = 0
-        for path in sorted(directory.glob("*" + SUFFIX)) if directory.is_dir() else []:
+        if not directory.is_dir():
+            return 0
+        own_directory(directory)  # rows are only taken from a directory no one else could write to
+        for path in sorted(directory.glob("*" + SUFFIX)):
             try:
                 file = open(path, encoding="utf-8")  # noqa: SIM115  (held across the writes below)
             except FileNotFoundError:  # replayed and deleted by another process since the listing
@@ -145,6 +155,7 @@ class Spill:
         """A new file, locked before it gets the name replays look for, so none takes it while it is empty."""
         directory = spill_dir()
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        own_directory(directory)
         name = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         opening = directory / f"{name}.open"
         file = open(opening, "a", encoding="utf-8")  # noqa: SIM115  (kept open until `close`)
@@ -153,6 +164,20 @@ class Spill:
         self._file = file
         logger.warning("Usage rows the database cannot take now are kept in %s until it can", self._path)
         return file
+
+
+def own_directory(directory: Path) -> None:
+    """Refuse (PermissionError) a spill directory that is a symlink, not ours, or open to others: under a
+    shared temporary directory another local user could make it first, to read the rows or plant some."""
+    status = directory.lstat()
+    if stat.S_ISLNK(status.st_mode) or not stat.S_ISDIR(status.st_mode):
+        raise PermissionError(f"The usage spill directory {directory} is not a directory (a symlink?); not used")
+    if status.st_uid != os.geteuid() or status.st_mode & 0o077:
+        raise PermissionError(
+            f"The usage spill directory {directory} belongs to another user or is open to others "
+            f"(mode {stat.S_IMODE(status.st_mode):o}); not used. Set USAGE_SPILL_DIR to a directory of this "
+            "server's own (mode 700)."
+        )
 
 
 spill = Spill()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,7 +98,7 @@ class UsageWriter:
     """Records queued by calls, and the thread that inserts them every `interval` seconds.
 
     Queuing wakes nobody (a thread woken per call costs more than the insert saves): the thread
-    sleeps for the interval, then writes what has gathered.
+    sleeps for the interval, then writes what has gathered. Only a queue past the buffer wakes it, to spill.
     """
 
     def __init__(self, interval: float) -> None:
@@ -108,6 +109,7 @@ class UsageWriter:
         self._in_flight: list[usage.CallRecord] = []  # taken from the queue, being written
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._wake = threading.Event()  # set by `add` past the buffer, and by `stop`
         self._retry_in = 0.0
         self._replay_due = True  # spill files to write: at start, and after rows were spilled
         # Taken by `add` and `stop`, and around every change to the queue: once stopping, nothing more is
@@ -133,7 +135,12 @@ class UsageWriter:
             if self._thread is None:
                 return False
             self._pending.append(record)
-            overflow = self._overflow()
+            queued = len(self._pending)
+            # The writer thread spills (a call must not wait on the disk); only a thread stuck in the database
+            # call leaves it to the calls, past twice the buffer, to keep the memory bounded.
+            overflow = self._overflow() if queued > 2 * self.buffer_rows else []
+        if queued > self.buffer_rows:
+            self._wake.set()
         self._spill(overflow)
         return True
 
@@ -143,6 +150,7 @@ class UsageWriter:
         with self._lock:
             thread, self._thread = self._thread, None
             self._stopping.set()
+            self._wake.set()
         if thread is None:
             return
         thread.join(STOP_TIMEOUT)
@@ -164,9 +172,15 @@ class UsageWriter:
 
     def _run(self) -> None:
         try:
-            wait = 0.0  # spill files left by an earlier run first
-            while not self._stopping.wait(wait):
-                wait = self._write_pass()
+            due = time.monotonic()  # spill files left by an earlier run first
+            while not self._stopping.is_set():
+                self._wake.wait(max(0.0, due - time.monotonic()))
+                self._wake.clear()
+                if self._stopping.is_set():
+                    break
+                self._spill_overflow()  # woken past the buffer: spill now, write when due
+                if time.monotonic() >= due:
+                    due = time.monotonic() + self._write_pass()
             self._last_pass()
         finally:
             from django.db import connections
@@ -243,6 +257,11 @@ class UsageWriter:
         if excess <= 0:
             return []
         return [self._pending.popleft() for _ in range(min(excess + self.buffer_rows // 10, len(self._pending)))]
+
+    def _spill_overflow(self) -> None:
+        with self._lock:
+            overflow = self._overflow()
+        self._spill(overflow)
 
     def _spill_all(self, also: Sequence[usage.CallRecord] = ()) -> int:
         with self._lock:

@@ -307,6 +307,7 @@ def test_the_settings_are_documented() -> None:
         "CACHE_READ_TIMEOUT",
         "CACHE_RETRY_SECONDS",
         "REVISION_STALENESS_SECONDS",
+        "REVISION_AUDIT_SECONDS",
         "CREDENTIAL_OUTAGE_GRACE_SECONDS",
         "HEALTH_PATH",
     ):
@@ -346,3 +347,16 @@ def test_the_health_endpoint_answers_liveness_and_readiness_without_secrets(demo
     assert report["dependencies"]["cache"] == "ok" and report["breakers"] == {"cache": "closed"}
     assert "127.0.0.1" not in ready.text and "sqlite" not in ready.text.lower()
     assert httpx2.post(demo_server.base_url + "/mcp/health").status_code == 405
+
+
+def test_a_move_the_cache_missed_is_renewed_by_the_next_audit(on_redis: RedisServer) -> None:
+    """What a failed `move_stamp` leaves (the database's copy moved, the cache's not), found by an audit."""
+    before = bump_revision()
+    assert read_stamps(REVISION_KEY) == {REVISION_KEY: before}
+    copies.audit()  # the copies as they are now
+    copies.audit()  # nothing moved since: the cache is left alone
+    assert read_stamps(REVISION_KEY) == {REVISION_KEY: before}
+    copies.write(REVISION_KEY, "moved-while-the-cache-missed-it")
+    copies.audit()
+    renewed = read_stamps(REVISION_KEY)[REVISION_KEY]
+    assert renewed != before  # every process reads a fresh stamp, so none keeps what it compiled before

@@ -123,3 +123,30 @@ async def test_a_sql_error_stays_internal(registry: CapabilityRegistry) -> None:
 
     outcome = await call_tool(compile_catalog(registry, {}, "r"), principal(), "t.bad_sql", {})
     assert outcome.failure is not None and outcome.failure.code == "internal" and outcome.failure.incident
+
+
+def test_a_statement_cancelled_by_its_timeout_is_unavailable() -> None:
+    """PostgreSQL says so by SQLSTATE (57014), in the server's language: the message is not what is matched."""
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    from .test_scale import _postgres
+
+    _postgres().close()  # a clear failure when the scale tests' PostgreSQL is not running
+    timing_out = {
+        **connections.settings["default"],
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "postgres",
+        "HOST": "127.0.0.1",
+        "PORT": "5432",
+        "USER": "mcp",
+        "PASSWORD": "mcp",
+        "OPTIONS": {"options": "-c statement_timeout=1 -c lc_messages=C"},
+    }
+    wrapper = DatabaseWrapper(timing_out)
+    try:
+        with pytest.raises(OperationalError) as cancelled, wrapper.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(5)")
+        assert getattr(cancelled.value.__cause__, "sqlstate", None) == "57014"
+        assert database_unavailable(cancelled.value)
+    finally:
+        wrapper.close()

@@ -320,3 +320,19 @@ def test_the_direct_write_spills_in_an_outage_and_loses_a_row_only_when_the_disk
     [line] = [line for line in caplog.messages if line.startswith("Lost the usage row for t.gone")]
     assert "conversation 'conv-2'" in line and "'q': 'kept-in-the-log'" in line and "outcome ok" in line
     assert str(gone.row_id) in line and gone.created_at.isoformat() in line and "caller anonymous (local)" in line
+
+
+def test_a_spill_directory_open_to_others_is_neither_written_nor_replayed(
+    spill_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Under a shared temporary directory another user could make it first, to read rows or plant some."""
+    spill_dir.mkdir(mode=0o755)
+    spill_dir.chmod(0o777)
+    planted = usage.row_values(record("t.planted"))
+    (spill_dir / "planted.jsonl").write_text(usage_spill.encode(planted) + "\n")
+    with pytest.raises(PermissionError, match="open to others"):
+        usage_spill.spill.replay(usage.write_rows, 10)
+    assert not ToolCall.objects.filter(tool_name="t.planted").exists()
+    with caplog.at_level(logging.ERROR, logger="mcp_expose.usage"):
+        assert usage_spill.set_aside([usage.row_values(record("t.kept"))]) == 0  # lost, and logged whole
+    assert "t.kept" in caplog.text and not list(spill_dir.glob("*.open"))
