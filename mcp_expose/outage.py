@@ -167,6 +167,12 @@ class Outage:
         self.log_ended(time.monotonic() - since, total)
         return True
 
+    def reset(self) -> None:
+        """No outage, and nothing logged (tests; a breaker reset)."""
+        with self._lock:
+            self._since = self._started_at = None
+            self._refused = self._total = 0
+
     def state(self) -> OutageState:
         since = self._since
         return OutageState(

@@ -99,9 +99,10 @@ class CacheBreaker:
                     logger.warning("A recovery step after the cache outage failed", exc_info=True)
 
     def reset(self) -> None:
-        """Closed, as at start (tests, and a fork's child)."""
+        """Closed, with no outage going on, as at start (tests)."""
         with self._lock:
             self._opened_at, self._probing = 0.0, False
+        self.outage.reset()
 
 
 breaker = CacheBreaker()
