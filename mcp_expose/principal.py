@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 AuthMethod = Literal["api_key", "oauth", "anonymous", "local"]
+# Where the edge puts the authenticated caller in an ASGI scope, for the SDK's handlers and the session manager.
+PRINCIPAL_SCOPE_KEY = "mcp_expose.principal"
 
 
 @dataclass(frozen=True, slots=True)

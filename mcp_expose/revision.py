@@ -130,6 +130,14 @@ def bump_revision() -> str:
     return move_stamp(REVISION_KEY)
 
 
+def stamp_model() -> Any:
+    """`RevisionStamp`, looked up in the app registry rather than imported: the models import the catalog,
+    which reads the stamps."""
+    from django.apps import apps
+
+    return apps.get_model("mcp_expose", "RevisionStamp")
+
+
 class StampCopies:
     """The database's copies of the stamps, as this process last read them, re-read when older than
     `REVISION_STALENESS_SECONDS`; and the keys requests read, to delete from the cache when it is back."""
@@ -210,7 +218,7 @@ class StampCopies:
     @staticmethod
     def _from_database(keys: set[str]) -> dict[str, str]:
         from .db import close_stale_connections
-        from .models import RevisionStamp
+        RevisionStamp = stamp_model()
 
         close_stale_connections()
         found = dict(RevisionStamp.objects.filter(key__in=keys).values_list("key", "value"))
@@ -221,7 +229,7 @@ class StampCopies:
         """Keep the database's copy; a database that cannot take it (not migrated yet, or down) is logged."""
         from django.db import transaction
 
-        from .models import RevisionStamp
+        RevisionStamp = stamp_model()
 
         try:
             with transaction.atomic():  # a savepoint inside a caller's transaction: a failure spoils nothing

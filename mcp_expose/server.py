@@ -39,7 +39,7 @@ from .events import Audience, audience_of
 from .listening import BoundedListen
 from .oauth.resource import request_origin
 from .policy import decide, visible_tools
-from .principal import Principal
+from .principal import PRINCIPAL_SCOPE_KEY, Principal
 from .reading import ReadFailed, UnknownPrompt, UnknownResource, complete, get_prompt, read_resource
 from .requests import WITHHELD_HEADERS
 from .results import compact_json, structured
@@ -50,7 +50,6 @@ from .usage_report import ListingTally
 
 logger = logging.getLogger("mcp_expose.server")
 
-PRINCIPAL_SCOPE_KEY = "mcp_expose.principal"
 CATALOG_SCOPE_KEY = "mcp_expose.catalog"
 # The caller and catalog of the HTTP request the SDK is answering, for what the SDK asks with a name only.
 SDK_CALLER: ContextVar[tuple[Principal, Catalog] | None] = ContextVar("mcp_expose.sdk_caller", default=None)

@@ -30,6 +30,7 @@ from starlette.types import Receive, Scope, Send
 
 from .capacity import CAPACITY_REACHED, CallerKey, Refusal, Slots, caller_key
 from .conf import get_settings
+from .principal import PRINCIPAL_SCOPE_KEY
 
 logger = logging.getLogger("mcp_expose.sessions")
 
@@ -194,8 +195,6 @@ class CallerAtCapacity(Exception):
 
 def _caller_of(scope: Scope) -> tuple[CallerKey, str] | None:
     """The slot key and log label of the caller our edge authenticated (None without our edge in front)."""
-    from .server import PRINCIPAL_SCOPE_KEY
-
     principal = scope.get(PRINCIPAL_SCOPE_KEY)
     if principal is None:
         return None

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .conf import get_settings
-from .usage import count_lost, lose
+from .usage_losses import count_lost, lose
 
 logger = logging.getLogger("mcp_expose.usage")
 
