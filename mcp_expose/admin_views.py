@@ -41,13 +41,14 @@ def try_tool(model_admin: Any, request: HttpRequest, object_id: int) -> HttpResp
     result = None
     errors: list[str] = []
     submitted: dict[str, str] = {}
+    principal = principal_for_user(request.user, _all_scopes(catalog), "local", via="admin")
+    schema = entry.input_schema_for(principal)  # a view whose serializer depends on who calls: yours
     if request.method == "POST":
         submitted = {key.removeprefix("arg_"): value for key, value in request.POST.items() if key.startswith("arg_")}
-        arguments, errors = parse_submission(entry.input_schema, request.POST)
+        arguments, errors = parse_submission(schema, request.POST)
         if writes and request.POST.get("confirm_write") != "on":
             errors.append(str(_("This tool may change data: tick the confirmation box to run it.")))
         if not errors:
-            principal = principal_for_user(request.user, _all_scopes(catalog), "local", via="admin")
             call = CallRequest(base_url=f"{request.scheme}://{request.get_host()}")
             try:
                 outcome = async_to_sync(call_tool)(catalog, principal, entry.name, arguments, call)
@@ -56,7 +57,7 @@ def try_tool(model_admin: Any, request: HttpRequest, object_id: int) -> HttpResp
                 errors.append(str(_("You may not use this tool (a scope, a permission or the client list stands in the way).")))
     context = _context(
         model_admin, request, _("Try %(name)s") % {"name": entry.name},
-        entry=entry, row=row, fields=form_fields(entry.input_schema, submitted), errors=errors, writes=writes,
+        entry=entry, row=row, fields=form_fields(schema, submitted), errors=errors, writes=writes,
         result=json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False) if result is not None else None,
         is_error=bool(result and result.get("isError")),
         raw_arguments=request.POST.get("raw_arguments", "") if request.method == "POST" else "",

@@ -81,7 +81,16 @@ class ToolEntry:
 
     @property
     def input_schema(self) -> Mapping[str, Any]:
+        """The schema for nobody in particular; `input_schema_for` gives a caller theirs."""
         return self.capability.input_schema
+
+    @property
+    def varies_by_caller(self) -> bool:
+        return self.capability.signature.varies_by_caller
+
+    def input_schema_for(self, principal: Any) -> Mapping[str, Any]:
+        """The schema `principal` is shown and checked against. Sync: a per-caller one runs view code."""
+        return self.capability.signature.for_caller(principal).input_schema
 
     @property
     def output_schema(self) -> Mapping[str, Any] | None:

@@ -71,6 +71,8 @@ class ContentBundle:
 
 def as_bundle(value: Any) -> ContentBundle | None:
     """The value as content blocks, if it is content (or a list holding any); else None."""
+    if isinstance(value, ContentBundle):
+        return value
     if isinstance(value, CONTENT_TYPES):
         return ContentBundle((value,))
     if isinstance(value, list) and value and any(isinstance(item, CONTENT_TYPES) for item in value):

@@ -47,6 +47,8 @@ class InvocationContext:
     send_log: LogSender = no_log
     close_stream_callback: Callable[[], Awaitable[None]] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # This site's address, for requests that came without a Host (stdio, mcp_call --base-url).
+    base_url: str = ""
 
     @property
     def user(self) -> Any:
@@ -107,4 +109,4 @@ class InvocationContext:
         """A Django `HttpRequest` carrying the caller, for code that expects one."""
         from .requests import build_http_request
 
-        return build_http_request(self.principal, self.headers)
+        return build_http_request(self.principal, self.headers, base_url=self.base_url)

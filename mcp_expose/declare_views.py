@@ -132,7 +132,7 @@ def _several(view: Any, routes: list[Route]) -> bool:
 
 
 def _drf_signature(operation: drf.Operation, origin: str) -> SchemaSignature:
-    return generated_signature(drf.operation_schema(operation, origin))
+    return drf.build_signature(operation, origin)
 
 
 def _django_signature(operation: django_views.ViewOperation, origin: str) -> SchemaSignature:

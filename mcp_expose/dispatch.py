@@ -119,6 +119,7 @@ def invocation_context(entry: ToolEntry, principal: Principal, request: CallRequ
         client=request.client,
         send_log=request.send_log,
         close_stream_callback=request.close_stream,
+        base_url=request.base_url,
     )
 
 
@@ -230,7 +231,7 @@ async def _run(
                     entry, "rate_limited", f"Too many calls. Try again in {decision.retry_after} seconds.",
                     {"retry_after": decision.retry_after},
                 )
-        validated = entry.capability.signature.validate_arguments(arguments)
+        validated = await validate(entry, principal, arguments, request)
         if entry.requires_confirmation:
             await _confirm(entry, principal, arguments, request)
         value = await invoke(entry, validated, invocation_context(entry, principal, request))
@@ -252,6 +253,23 @@ async def _run(
         raise
     except Exception as exc:  # noqa: BLE001  (the edge of the capability: everything else is a bug)
         return ToolOutcome(entry, failure=failure_for(entry, exc))
+
+
+async def validate(
+    entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest
+) -> dict[str, Any]:
+    """The arguments checked against the schema that applies to this caller. A refusal from a view's
+    schema is completed with the view's own errors (as HTTP reports them all at once), in a worker thread."""
+    signature = entry.capability.signature
+    if signature.varies_by_caller:
+        signature = await sync_to_async(signature.for_caller, thread_sensitive=False)(principal)
+    try:
+        return signature.validate_arguments(arguments)
+    except InvalidInput as refusal:
+        if not signature.explains_refusals:
+            raise
+        context = invocation_context(entry, principal, request)
+        raise await sync_to_async(signature.explain_refusal, thread_sensitive=False)(refusal, arguments, context) from None
 
 
 async def claim_round(request: CallRequest) -> None:

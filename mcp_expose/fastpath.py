@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
+from asgiref.sync import sync_to_async
 from mcp.server import Server
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.request_state import RequestStateBoundary
@@ -52,7 +53,7 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from .asking import ClientInput, MissingClientCapability
-from .catalog import Catalog
+from .catalog import Catalog, ToolEntry
 from .chain import CallChain, read_chain
 from .confirmation import StaleConfirmation
 from .content import ContentBundle
@@ -180,6 +181,10 @@ async def serve_listing(
     """Send the encoded listing and say True; or let the SDK answer (and count it, as it counts every
     listing it serves), keep its answer for next time, and say False."""
     key = visibility(principal, catalog)
+    varying = catalog.remember("varying-tools", lambda: tuple(entry for entry in catalog.tools if entry.varies_by_caller))
+    if varying:
+        # Tools whose schema depends on who calls: which schema each is, for this caller, is part of the key.
+        key = (*key, await _variants(varying, principal))
     encoded = catalog.memo.get(key)
     if encoded is None:
         listings = sum(1 for existing in catalog.memo if isinstance(existing, tuple) and existing[:1] == ("tools/list",))
@@ -187,6 +192,11 @@ async def serve_listing(
         return False
     await _send_json((200, _reply(request_id, b"result", encoded)), send)
     return True
+
+
+@sync_to_async(thread_sensitive=False)
+def _variants(entries: tuple[ToolEntry, ...], principal: Principal) -> tuple[str, ...]:
+    return tuple(entry.capability.signature.for_caller(principal).variant for entry in entries)
 
 
 def _capturing(send: Send, catalog: Catalog, key: tuple[Any, ...]) -> Send:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from django.http import HttpRequest
 
@@ -13,7 +14,11 @@ from .principal import Principal
 WITHHELD_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 
 
-def build_http_request(principal: Principal, headers: Mapping[str, str], method: str = "POST") -> HttpRequest:
+def build_http_request(
+    principal: Principal, headers: Mapping[str, str], method: str = "POST", *, base_url: str = ""
+) -> HttpRequest:
+    """The request, its host from the `Host` header; without one, from `base_url` (scheme and host), else
+    "localhost". Links a view builds (`build_absolute_uri`, hyperlinked serializers) follow it."""
     request = HttpRequest()
     request.method = method
     request.path = request.path_info = get_settings().PATH
@@ -28,6 +33,12 @@ def build_http_request(principal: Principal, headers: Mapping[str, str], method:
             meta["CONTENT_LENGTH"] = value
         else:
             meta["HTTP_" + lowered.upper().replace("-", "_")] = value
+    if "HTTP_HOST" not in meta and base_url:
+        site = urlsplit(base_url)
+        if site.netloc:
+            meta["HTTP_HOST"] = site.netloc
+            if site.scheme == "https":
+                request._get_scheme = lambda: "https"  # type: ignore[method-assign]
     host = meta.get("HTTP_HOST", "localhost")
     meta.setdefault("SERVER_NAME", host.rsplit(":", 1)[0])
     meta.setdefault("SERVER_PORT", host.rsplit(":", 1)[1] if ":" in host else "80")

@@ -105,6 +105,13 @@ class ToolSignature:
             ) from None
         return {name: getattr(parsed, name) for name in type(parsed).model_fields}
 
+    varies_by_caller = False
+    explains_refusals = False
+
+    def for_caller(self, principal: Principal | None) -> ToolSignature:
+        """The signature that applies to `principal`: a function's is the same for everyone."""
+        return self
+
     def validate_result(self, value: Any) -> Any:
         """Validate a result against the output schema and return its JSON form."""
         assert self.output_adapter is not None
@@ -144,10 +151,23 @@ class SchemaSignature:
         if injections:
             self.injections = MappingProxyType(dict(injections))
 
+    # A schema that depends on who calls (a view whose serializer reads the request) says so, and
+    # `for_caller` gives each caller theirs; see `adapters.caller_schemas`.
+    varies_by_caller = False
+    explains_refusals = False
+
+    def for_caller(self, principal: Principal | None) -> SchemaSignature:
+        return self
+
     def validate_arguments(self, arguments: Mapping[str, Any] | None, *, strict: bool = True) -> dict[str, Any]:
         values = dict(arguments or {})
         self.schema_check.enforce(values)
         return values
+
+    def explain_refusal(self, refusal: InvalidInput, arguments: Mapping[str, Any], context: InvocationContext) -> InvalidInput:
+        """The refusal to report for arguments the schema refused. A view's signature lets the view's own
+        validation add what it would have said over HTTP; runs in a worker thread."""
+        return refusal
 
     def validate_result(self, value: Any) -> Any:
         return value
@@ -225,6 +245,9 @@ def _schema_message(error: Any) -> str:
         return f"At most {error.validator_value} characters."
     if error.validator == "minLength":
         return f"At least {error.validator_value} characters."
+    if error.validator == "pattern":  # said by the schema's description where it has one (the value is not echoed)
+        description = error.schema.get("description") if isinstance(error.schema, Mapping) else None
+        return f"Does not match the pattern {error.validator_value}." + (f" {description}" if description else "")
     if error.validator == "anyOf":
         return _union_message(error)
     return error.message if len(error.message) < 200 else f"Fails the '{error.validator}' rule."

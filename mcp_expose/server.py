@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from typing import Any
 
 import mcp_types as types
+from asgiref.sync import sync_to_async
 from mcp.server import Server, ServerRequestContext
 from mcp.server.connection import allowed_log_levels
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -95,16 +96,25 @@ def prompt_definition(entry: ToolEntry) -> types.Prompt:
                         arguments=arguments or None)
 
 
-def tool_definition(entry: ToolEntry) -> types.Tool:
+def tool_definition(entry: ToolEntry, input_schema: Mapping[str, Any] | None = None) -> types.Tool:
+    """The tool as `tools/list` sends it; `input_schema` is the caller's, for a tool whose schema varies."""
     annotations = entry.annotations.as_dict()
     return types.Tool(
         name=entry.name,
         title=entry.title,
         description=entry.description or None,
-        input_schema=thaw(entry.input_schema),
+        input_schema=thaw(input_schema if input_schema is not None else entry.input_schema),
         output_schema=thaw(entry.output_schema) if entry.output_schema is not None else None,
         annotations=types.ToolAnnotations.model_validate(annotations) if annotations else None,
     )
+
+
+@sync_to_async(thread_sensitive=False)
+def caller_definitions(entries: Iterable[ToolEntry], principal: Principal) -> dict[str, types.Tool]:
+    """The definitions of the tools whose schema depends on who calls, made for `principal` (in a worker
+    thread: the view's code runs to tell)."""
+    return {entry.name: tool_definition(entry, entry.input_schema_for(principal))
+            for entry in entries if entry.varies_by_caller}
 
 
 def render_outcome(outcome: ToolOutcome) -> types.CallToolResult | types.InputRequiredResult:
@@ -176,7 +186,9 @@ def build_server(
         principal, catalog = await resolve(ctx)
         await count_listing()
         definitions = catalog.remember("tool_definitions", lambda: {e.name: tool_definition(e) for e in catalog.tools})
-        tools = [definitions[entry.name] for entry in visible_tools(catalog, principal)]
+        visible = visible_tools(catalog, principal)
+        own = await caller_definitions(visible, principal) if any(entry.varies_by_caller for entry in visible) else {}
+        tools = [own.get(entry.name) or definitions[entry.name] for entry in visible]
         return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
 
     def call_request(ctx: ServerRequestContext[Any], params: types.InputResponseRequestParams) -> CallRequest:
@@ -300,6 +312,7 @@ def build_server(
             return None
         principal, catalog = caller
         entry = catalog.get(name)
+        # (A view whose schema varies by caller declares no header-bound argument, so its schema for nobody serves.)
         return thaw(entry.input_schema) if entry is not None and decide(principal, entry).allowed else None
 
     server = Server(

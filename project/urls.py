@@ -9,6 +9,7 @@ from project.library import api, views
 router = DefaultRouter()
 router.register("books", api.BookViewSet, basename="book")
 router.register("loans", api.LoanViewSet, basename="loan")
+router.register("authors", api.AuthorViewSet, basename="author")
 
 urlpatterns = [
     path("", views.home, name="home"),

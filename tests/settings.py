@@ -24,3 +24,6 @@ SILENCED_SYSTEM_CHECKS = ["mcp_expose.W001"]
 
 # A small loan budget per user, so that DRF throttling can be seen applying to MCP calls.
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"loans": "8/min"}}  # noqa: F405
+
+# View patterns the parity tests call over HTTP and through MCP (tests/test_view_parity.py); no models, no tools.
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.parity"]  # noqa: F405

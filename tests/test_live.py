@@ -241,3 +241,35 @@ async def test_protocol_versions_are_those_the_server_negotiates(demo_server: Li
     for version in (v for v in versions if v not in MODERN_PROTOCOL_VERSIONS):
         assert _initialize(demo_server, admin_key, version)["protocolVersion"] == version
     assert _initialize(demo_server, admin_key, "2024-01-01")["protocolVersion"] in versions
+
+
+@pytest.fixture(scope="module")
+def member_key(demo_data: tuple[Path, str]) -> str:
+    return create_api_key(demo_data[0], "reader", "library:read library:write")
+
+
+@mode
+async def test_each_caller_lists_the_schema_the_view_takes_from_them(
+    demo_server: LiveServer, admin_key: str, member_key: str, mode: str
+) -> None:
+    """The loans API lends at the desk for staff only (a per-user serializer): twice each, in turn, so that a
+    listing kept for one caller is never served to the other."""
+    seen = []
+    for key in (admin_key, member_key, admin_key, member_key):
+        async with connect(demo_server.mcp_url, key, mode) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        seen.append("borrower" in tools["library.loans.create"].input_schema["properties"])
+    assert seen == [True, False, True, False]
+
+
+@mode
+async def test_router_detail_tools_take_the_integer_id_a_list_returned(
+    demo_server: LiveServer, admin_key: str, mode: str
+) -> None:
+    async with connect(demo_server.mcp_url, admin_key, mode) as client:
+        listed = await client.call_tool("library.books.list", {"search": "Cosmos"})
+        book = listed.structured_content["results"][0]
+        got = await client.call_tool("library.books.retrieve", {"pk": book["id"]})
+        author = await client.call_tool("library.authors.retrieve", {"slug": "carl-sagan"})
+    assert not got.is_error and got.structured_content["title"] == "Cosmos"
+    assert not author.is_error and author.structured_content["name"] == "Carl Sagan"

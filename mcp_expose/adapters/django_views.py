@@ -93,7 +93,7 @@ def call_view(operation: ViewOperation, arguments: Mapping[str, Any], context: I
     body = {name: arguments[name] for name in operation.body_names if name in arguments}
     request = view_request(
         context, operation.method.upper(), operation.route.url_name, kwargs, query,
-        body if operation.method == "post" else None, form_encoded=True,
+        body if operation.method == "post" else None, encoding="form",
     )
     response = run_view(operation.route.callback, request, kwargs)
     location = redirect_location(response)

@@ -10,24 +10,45 @@ authentication). The view class is never modified.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from types import MappingProxyType
 from typing import Any
 
+from ..content import ContentBundle
 from ..context import InvocationContext
-from ..errors import DeclarationError
+from ..errors import DeclarationError, InvalidInput, NotFound
+from ..principal import Principal
+from ..requests import build_http_request
 from ..schema import capped_parameters, object_schema
+from .caller_schemas import CallerReads, CallerSchemas, ViewSignature
 from .cursors import CURSOR_MAX_LENGTH, cursor_for_url, read_cursor
 from .field_schema import serializer_input_schema
-from .http import raise_for_status, response_data, view_request
+from .http import drf_result, field_errors, force_authentication, raise_for_status, uploaded_file, view_request
+from .lookups import lookup_schema
 from .middleware import run_view
 from .routes import Route
 
 logger = logging.getLogger("mcp_expose.views")
 
+# The generic mixins' writes, by the method a generic APIView maps to them.
+GENERIC_WRITES = {"post": "create", "put": "update", "patch": "partial_update"}
 METHOD_ACTIONS = {"get": "get", "post": "post", "put": "put", "patch": "patch", "delete": "delete"}
 BODY_METHODS = frozenset({"post", "put", "patch"})
 PAGINATOR_CURSOR = "cursor"
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Where each argument of one operation goes in the request the view sees."""
+
+    url: Mapping[str, str]  # argument → URL keyword (they differ when a URL keyword shares a body field's name)
+    query: frozenset[str]
+    body: frozenset[str]
+    files: frozenset[str] = frozenset()  # body fields that are uploads
+    encoding: str = "json"  # how the body travels: "json", "multipart" or "form"
 
 
 @dataclass
@@ -39,11 +60,8 @@ class Operation:
     action: str  # the ViewSet action, or the HTTP method for an APIView
     view_class: type
     initkwargs: dict[str, Any] = field(default_factory=dict)
-    # Filled when the schema is built: which argument goes where.
-    kwarg_names: frozenset[str] = frozenset()
-    query_names: frozenset[str] = frozenset()
-    body_names: frozenset[str] = frozenset()
     paginated: bool = False
+    signature: ViewSignature | None = None  # set when the schema is first built
 
     @property
     def is_detail(self) -> bool:
@@ -71,35 +89,55 @@ def operations_for(view: type, routes: list[Route], actions: list[str] | None) -
     return operations
 
 
-def _view_instance(operation: Operation) -> Any:
+def _view_instance(operation: Operation, principal: Principal | None = None, kwargs: Mapping[str, Any] | None = None) -> Any:
+    """The view as it stands before handling a request from `principal` (nobody, by default): its
+    request is a real DRF request for that caller, so code that reads `request.user` reads a user."""
+    from django.contrib.auth.models import AnonymousUser
+
     view = operation.view_class(**operation.initkwargs)
     view.action = operation.action
-    view.request = None
+    view.action_map = {operation.method: operation.action}  # a ViewSet's, as its as_view() sets it
     view.args = ()
-    view.kwargs = {}
+    view.kwargs = dict(kwargs or {})
     view.format_kwarg = None
+    view.headers = {}
+    caller = principal if principal is not None else Principal(user=AnonymousUser())
+    http_request = build_http_request(caller, {}, operation.method.upper())
+    force_authentication(http_request, caller)
+    if principal is None:
+        http_request._force_auth_user = caller.user  # type: ignore[attr-defined]
+    view.request = view.initialize_request(http_request)
     return view
 
 
-def _serializer(view: Any, origin: str) -> Any:
-    try:
-        return view.get_serializer()
-    except Exception:  # noqa: BLE001  (get_serializer_class may read request.user)
-        serializer_class = getattr(view, "serializer_class", None)
-        if serializer_class is None:
-            raise DeclarationError(
-                f"{origin}: cannot tell which serializer the {view.action!r} action uses without a request; "
-                "set serializer_class on the view (or on the @action)."
-            ) from None
-        return serializer_class()
+def build_signature(operation: Operation, origin: str) -> ViewSignature:
+    """The operation's signature: one schema for everyone, or (when the serializer choice reads who is
+    asking) a schema per caller, see `caller_schemas`."""
+    reads = set()
+    schema, routing = operation_schema(operation, origin, None, reads)
+    explainer = partial(_explain, operation) if _validates_with_serializer(operation) else None
+    signature: ViewSignature
+    if reads:
+        signature = CallerSchemas(
+            schema, routing, lambda principal: operation_schema(operation, origin, principal, set()), explainer
+        )
+    else:
+        signature = ViewSignature(schema, routing, explainer)
+    operation.signature = signature
+    return signature
 
 
-def operation_schema(operation: Operation, origin: str) -> dict[str, Any]:
-    """Arguments: URL keywords, then query parameters (filters, pagination, cursor), then body fields."""
-    view = _view_instance(operation)
-    properties = operation.route.kwarg_properties()
-    required = list(properties)
-    operation.kwarg_names = frozenset(properties)
+def operation_schema(
+    operation: Operation, origin: str, principal: Principal | None, reads: set[str]
+) -> tuple[dict[str, Any], Routing]:
+    """Arguments: URL keywords, then query parameters (filters, pagination, cursor), then body fields.
+
+    `reads` collects which attributes of the request saying who is asking the serializer step read."""
+    view = _view_instance(operation, principal)
+    url_schemas = {
+        name: lookup_schema(operation.view_class, name, schema) for name, schema in operation.route.kwarg_properties().items()
+    }
+    capped_parameters(url_schemas)
     query: dict[str, Any] = {}
     is_list = operation.method == "get" and not operation.is_detail
     if is_list:
@@ -115,19 +153,93 @@ def operation_schema(operation: Operation, origin: str) -> dict[str, Any]:
                 "maxLength": CURSOR_MAX_LENGTH,
                 "description": "Pass the next_cursor or previous_cursor of a previous result to get that page.",
             }
-    capped_parameters(properties)  # URL keywords
-    _merge(properties, capped_parameters(query), origin, "query parameter")
-    operation.query_names = frozenset(query)
+    capped_parameters(query)
     body: dict[str, Any] = {}
+    body_required: list[str] = []
+    files: list[str] = []
+    encoding = "json"
     if operation.method in BODY_METHODS:
-        serializer_schema = serializer_input_schema(
-            _serializer(view, origin), partial=operation.method == "patch", origin=origin
-        )
+        probe = CallerReads(view.request)
+        view.request = probe
+        try:
+            serializer = _serializer(view, origin)
+            serializer_schema = serializer_input_schema(
+                serializer, partial=operation.method == "patch", origin=origin, files=files
+            )
+        finally:
+            view.request = object.__getattribute__(probe, "_request")
+            reads.update(probe.read)
         body = serializer_schema["properties"]
-        required.extend(name for name in serializer_schema.get("required", []) if name not in required)
+        body_required = list(serializer_schema.get("required", []))
+        encoding = body_encoding(view, body, files, origin)
+    properties: dict[str, Any] = {}
+    url: dict[str, str] = {}
+    for name, schema in url_schemas.items():
+        argument = name if name not in query and name not in body else f"url_{name}"
+        if argument in query or argument in body:
+            raise DeclarationError(f"{origin}: the URL keyword {name!r} and the arguments {name!r} and {argument!r} "
+                                   "clash; rename one of them.")
+        properties[argument] = {**schema, "description": f"The {name} in the URL."}
+        url[argument] = name
+    required = list(properties)
+    _merge(properties, query, origin, "query parameter")
     _merge(properties, body, origin, "serializer field")
-    operation.body_names = frozenset(body)
-    return object_schema(properties, required)
+    required.extend(name for name in body_required if name not in required)
+    routing = Routing(url=MappingProxyType(url), query=frozenset(query), body=frozenset(body), files=frozenset(files),
+                      encoding=encoding)
+    return object_schema(properties, required), routing
+
+
+def _serializer(view: Any, origin: str) -> Any:
+    try:
+        return view.get_serializer()
+    except Exception:  # noqa: BLE001  (a get_serializer_class that needs more than a request)
+        serializer_class = getattr(view, "serializer_class", None)
+        if serializer_class is None:
+            raise DeclarationError(
+                f"{origin}: cannot tell which serializer the {view.action!r} action uses without a request; "
+                "set serializer_class on the view (or on the @action)."
+            ) from None
+        return serializer_class()
+
+
+def body_encoding(view: Any, body: Mapping[str, Any], files: list[str], origin: str) -> str:
+    """How the body reaches the view: JSON where it parses JSON and nothing is uploaded, else multipart (or
+    a form), as its parsers allow. A view no body can reach is refused here: a dead tool never reaches the
+    catalog."""
+    from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+
+    parsers = [type(parser) for parser in view.get_parsers()]
+    takes = {kind for kind, base in (("json", JSONParser), ("multipart", MultiPartParser), ("form", FormParser))
+             if any(issubclass(parser, base) for parser in parsers)}
+    names = ", ".join(parser.__name__ for parser in parsers) or "none"
+    if files and "multipart" not in takes:
+        raise DeclarationError(
+            f"{origin}: the serializer has file fields ({', '.join(files)}), but the view parses no "
+            f"multipart/form-data (its parsers: {names}). Add MultiPartParser to parser_classes: MCP uploads "
+            "travel as base64 arguments, sent to the view as multipart."
+        )
+    if not files and "json" in takes:
+        return "json"
+    flat_only = "multipart" if "multipart" in takes else "form" if "form" in takes and not files else None
+    if flat_only is None:
+        raise DeclarationError(
+            f"{origin}: the view parses none of JSON, multipart or form bodies (its parsers: {names}), so no "
+            "MCP call could reach it. Add JSONParser (or MultiPartParser) to parser_classes, or do not expose it."
+        )
+    nested = sorted(name for name, schema in body.items() if name not in files and _is_nested(schema))
+    if nested:
+        raise DeclarationError(
+            f"{origin}: the fields {', '.join(nested)} are objects, which a {flat_only} body cannot carry, and "
+            f"the view parses no JSON (its parsers: {names})."
+        )
+    return flat_only
+
+
+def _is_nested(schema: Mapping[str, Any]) -> bool:
+    kinds = [schema.get("type"), *(branch.get("type") for branch in schema.get("anyOf", ()))]
+    items = schema.get("items") or {}
+    return "object" in kinds or (isinstance(items, Mapping) and items.get("type") == "object")
 
 
 def _filterset_parameters(backend: Any, view: Any) -> dict[str, Any] | None:
@@ -186,7 +298,20 @@ def _describe_ordering(view: Any, query: dict[str, Any]) -> None:
             except Exception:  # noqa: BLE001
                 continue
             if fields and backend.ordering_param in query:
-                query[backend.ordering_param]["enum"] = [value for name in fields for value in (name, f"-{name}")]
+                query[backend.ordering_param].update(ordering_schema(fields))
+
+
+def ordering_schema(fields: list[str]) -> dict[str, Any]:
+    """OrderingFilter takes a comma-separated list of the allowed fields, each maybe preceded by "-":
+    "-price,created" sorts by both. Fields outside the list, which HTTP drops without a word, are refused."""
+    one = "-?(?:" + "|".join(re.escape(name) for name in fields) + ")"
+    return {
+        "type": "string",
+        "pattern": rf"^\s*{one}\s*(?:,\s*{one}\s*)*$",
+        "maxLength": sum(len(name) + 2 for name in fields),
+        "description": "Sort by these fields, comma-separated; \"-\" before one sorts it descending. Allowed: "
+                       + ", ".join(fields) + ".",
+    }
 
 
 def _merge(properties: dict[str, Any], extra: dict[str, Any], origin: str, what: str) -> None:
@@ -199,21 +324,12 @@ def _merge(properties: dict[str, Any], extra: dict[str, Any], origin: str, what:
 
 def call_operation(operation: Operation, arguments: Mapping[str, Any], context: InvocationContext, scope: str) -> Any:
     """Run the view for one call (sync, inside the invocation hop) and return its data."""
-    kwargs = {name: arguments[name] for name in operation.kwarg_names if name in arguments}
-    query = {name: arguments[name] for name in operation.query_names if name in arguments and name != PAGINATOR_CURSOR}
-    if arguments.get(PAGINATOR_CURSOR) and operation.paginated:
-        allowed = operation.query_names | _paginator_keys(operation)
-        for key, value in read_cursor(arguments[PAGINATOR_CURSOR], scope):
-            if key in allowed:
-                query[key] = value
-    body = {name: arguments[name] for name in operation.body_names if name in arguments}
-    request = view_request(
-        context, operation.method.upper(), operation.route.url_name, kwargs, query,
-        body if operation.method in BODY_METHODS else None,
-    )
-    response = run_view(operation.route.callback, request, kwargs)
-    data = response_data(response, "text")
-    raise_for_status(response, data)
+    signature = _signature(operation).for_caller(context.principal)
+    routing = signature.routing
+    request = _request(operation, routing, arguments, context, scope)
+    response = run_view(operation.route.callback, request, _url_kwargs(routing, arguments))
+    data = drf_result(response, request)
+    raise_for_status(response, data if not isinstance(data, ContentBundle) else None)
     if operation.paginated and isinstance(data, Mapping) and "results" in data:
         data = dict(data)
         data["next_cursor"] = cursor_for_url(data.pop("next", None), scope)
@@ -221,7 +337,103 @@ def call_operation(operation: Operation, arguments: Mapping[str, Any], context: 
     return data
 
 
-def _paginator_keys(operation: Operation) -> frozenset[str]:
+def _signature(operation: Operation) -> ViewSignature:
+    if operation.signature is None:
+        raise RuntimeError("the operation is called before its schema was built")
+    return operation.signature
+
+
+def _url_kwargs(routing: Routing, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    return {kwarg: arguments[argument] for argument, kwarg in routing.url.items() if argument in arguments}
+
+
+def _request(
+    operation: Operation, routing: Routing, arguments: Mapping[str, Any], context: InvocationContext, scope: str
+) -> Any:
+    query = {name: arguments[name] for name in routing.query if name in arguments and name != PAGINATOR_CURSOR}
+    if arguments.get(PAGINATOR_CURSOR) and operation.paginated:
+        allowed = routing.query | _paginator_keys(operation)
+        for key, value in read_cursor(arguments[PAGINATOR_CURSOR], scope):
+            if key in allowed:
+                query[key] = value
+    body = {name: arguments[name] for name in routing.body - routing.files if name in arguments}
+    files = {name: uploaded_file(arguments[name], name) for name in routing.files if arguments.get(name) is not None}
+    return view_request(
+        context, operation.method.upper(), operation.route.url_name, _url_kwargs(routing, arguments), query,
+        body if operation.method in BODY_METHODS else None, encoding=routing.encoding, files=files,
+    )
+
+
+def _validates_with_serializer(operation: Operation) -> bool:
+    """Whether the operation is a generic mixin's write left as DRF wrote it, whose validation is its
+    serializer's alone: the view's errors can then be had without running it."""
+    from rest_framework import mixins
+
+    view = operation.view_class
+    if operation.method not in GENERIC_WRITES:
+        return False
+    handlers = [operation.action]
+    if operation.method == operation.action:  # an APIView method: DRF's own (generics.CreateAPIView.post) only
+        handler = getattr(view, operation.method, None)
+        if handler is None or not getattr(handler, "__module__", "").startswith("rest_framework."):
+            return False
+        handlers = [GENERIC_WRITES[operation.method]]
+    for name in handlers:
+        mixin = {"create": mixins.CreateModelMixin, "update": mixins.UpdateModelMixin,
+                 "partial_update": mixins.UpdateModelMixin}.get(name)
+        if mixin is None or not issubclass(view, mixin) or getattr(view, name) is not getattr(mixin, name):
+            return False
+    return True
+
+
+def _explain(operation: Operation, refusal: InvalidInput, arguments: Mapping[str, Any], context: InvocationContext,
+             routing: Routing) -> InvalidInput:
+    """The schema's refusal joined with what the view's serializer says about the same arguments, as over HTTP
+    (where the view reports every field at once). Runs the view's permission checks and its object lookup,
+    then validates without saving; a refused lookup is answered as the view answers it."""
+    problems = list(refusal.details or [])
+    url_paths = {f"$.{argument}" for argument in routing.url}
+    if any(problem["path"] in url_paths or problem["path"] == "$" for problem in problems):
+        return refusal  # the view cannot be reached with these URL arguments
+    view_problems = _serializer_errors(operation, routing, arguments, context)
+    if not view_problems:
+        return refusal
+    reported = {problem["path"] for problem in view_problems}
+    kept = [problem for problem in problems if problem["path"] not in reported]
+    return InvalidInput("The view refused the arguments.",
+                        details=sorted([*view_problems, *kept], key=lambda problem: problem["path"]))
+
+
+def _serializer_errors(operation: Operation, routing: Routing, arguments: Mapping[str, Any],
+                       context: InvocationContext) -> list[dict[str, str]]:
+    from django.http import Http404
+    from rest_framework import exceptions
+
+    values = {name: value for name, value in arguments.items() if name in routing.body and name not in routing.files}
+    kwargs = _url_kwargs(routing, arguments)
+    http_request = view_request(context, operation.method.upper(), operation.route.url_name, kwargs, {}, values)
+    view = operation.view_class(**operation.initkwargs)
+    view.setup(http_request, **kwargs)
+    view.action, view.format_kwarg, view.headers = operation.action, None, {}
+    view.action_map = {operation.method: operation.action}
+    request = view.initialize_request(http_request, **kwargs)
+    view.request = request
+    try:
+        view.perform_authentication(request)
+        view.check_permissions(request)
+        instance = view.get_object() if operation.method in ("put", "patch") else None
+        serializer = view.get_serializer(instance, data=request.data, partial=operation.method == "patch")
+        serializer.is_valid()
+    except Http404:
+        raise NotFound("Not found.") from None
+    except exceptions.APIException as exc:
+        response = view.handle_exception(exc)
+        raise_for_status(response, response.data)
+        return []
+    return field_errors(serializer.errors)
+
+
+def _paginator_keys(operation: Operation) -> frozenset[str]:  # noqa: D103
     paginator = getattr(_view_instance(operation), "paginator", None)
     names = {getattr(paginator, attribute, None) for attribute in
              ("page_query_param", "page_size_query_param", "limit_query_param", "offset_query_param", "cursor_query_param")}

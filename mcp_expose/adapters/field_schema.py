@@ -13,8 +13,25 @@ from ..schema import object_schema
 MAX_NESTING = 10
 
 
-def serializer_input_schema(serializer: Any, *, partial: bool = False, origin: str, depth: int = 0) -> dict[str, Any]:
-    """An object schema for the writable fields of a DRF serializer instance."""
+# An upload, as an MCP argument: the file's bytes in base64, sent to the view as multipart/form-data.
+FILE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "filename": {"type": "string", "minLength": 1, "maxLength": 255, "description": "The file's name."},
+        "content_base64": {"type": "string", "contentEncoding": "base64", "description": "The file's bytes, base64."},
+        "content_type": {"type": "string", "maxLength": 255, "description": "Its media type, e.g. text/csv."},
+    },
+    "required": ["filename", "content_base64"],
+    "additionalProperties": False,
+    "description": "A file to upload: its name and its bytes in base64.",
+}
+
+
+def serializer_input_schema(
+    serializer: Any, *, partial: bool = False, origin: str, depth: int = 0, files: list[str] | None = None
+) -> dict[str, Any]:
+    """An object schema for the writable fields of a DRF serializer instance. With `files` (a list the
+    top-level file fields' names are added to), file fields take `FILE_SCHEMA`; without, they are left out."""
     from rest_framework import serializers
 
     if depth > MAX_NESTING:
@@ -25,13 +42,26 @@ def serializer_input_schema(serializer: Any, *, partial: bool = False, origin: s
     for name, field in serializer.fields.items():
         if field.read_only or isinstance(field, serializers.HiddenField):
             continue
-        schema = drf_field_schema(field, origin=origin, depth=depth)
+        if files is not None and isinstance(field, serializers.FileField):
+            schema: dict[str, Any] | None = _file_schema(field)
+            files.append(name)
+        else:
+            schema = drf_field_schema(field, origin=origin, depth=depth)
         if schema is None:
             continue
         properties[name] = schema
         if field.required and not partial:
             required.append(name)
     return object_schema(properties, required)
+
+
+def _file_schema(field: Any) -> dict[str, Any]:
+    schema = dict(FILE_SCHEMA)
+    if getattr(field, "allow_null", False):
+        return {"anyOf": [schema, {"type": "null"}]}
+    if field.help_text:
+        schema["description"] = str(field.help_text)
+    return schema
 
 
 def drf_field_schema(field: Any, *, origin: str, depth: int) -> dict[str, Any] | None:
@@ -76,8 +106,13 @@ def drf_field_schema(field: Any, *, origin: str, depth: int) -> dict[str, Any] |
 
 
 def _bounds(schema: dict[str, Any], field: Any) -> None:
-    for attribute, keyword in (("max_length", "maxLength"), ("min_length", "minLength"),
-                               ("max_value", "maximum"), ("min_value", "minimum")):
+    """The field's lengths and bounds: an array's lengths count items (`maxItems`), a string's characters."""
+    is_array = schema.get("type") == "array"
+    lengths = (("max_length", "maxItems"), ("min_length", "minItems")) if is_array else \
+        (("max_length", "maxLength"), ("min_length", "minLength"))
+    if is_array and getattr(field, "allow_empty", True) is False and getattr(field, "min_length", None) is None:
+        schema["minItems"] = 1
+    for attribute, keyword in (*lengths, ("max_value", "maximum"), ("min_value", "minimum")):
         value = getattr(field, attribute, None)
         if value is not None and not hasattr(value, "resolve"):
             schema[keyword] = float(value) if keyword in ("maximum", "minimum") and not isinstance(value, int) else value
@@ -152,11 +187,12 @@ def _drf_scalars() -> list[tuple[type, dict[str, Any]]]:
 def _form_scalars() -> list[tuple[type, dict[str, Any]]]:
     from django import forms
 
+    # DecimalField and FloatField subclass IntegerField: they come first.
     return [
         (forms.BooleanField, {"type": "boolean"}),
-        (forms.IntegerField, {"type": "integer"}),
         (forms.DecimalField, {"type": ["number", "string"]}),
         (forms.FloatField, {"type": ["number", "string"]}),
+        (forms.IntegerField, {"type": "integer"}),
         (forms.DateTimeField, {"type": "string", "format": "date-time"}),
         (forms.DateField, {"type": "string", "format": "date"}),
         (forms.EmailField, {"type": "string", "format": "email"}),

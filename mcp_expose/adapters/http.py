@@ -8,6 +8,8 @@ provided is set here: the user, an unsaved session, message storage.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import json
 import re
@@ -18,8 +20,9 @@ from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, QueryDict
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 
+from ..content import ContentBundle, EmbeddedResource
 from ..context import InvocationContext
 from ..errors import AccessDenied, Conflict, InvalidInput, NotFound, ToolError
 from ..requests import build_http_request
@@ -28,6 +31,24 @@ from ..requests import build_http_request
 class RateLimitedByView(ToolError):
     code = "rate_limited"
     default_message = "The view refused the call: too many requests."
+
+
+class ViewRefused(ToolError):
+    """A 4xx the other codes do not name; `details.status` says which."""
+
+    code = "view_refused"
+    default_message = "The view refused the call."
+
+
+# The 4xx answers with a code of their own, beyond those the error taxonomy names.
+STATUS_CODES: Mapping[int, str] = {
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    410: "gone",
+    412: "precondition_failed",
+    413: "too_large",
+    415: "unsupported_media_type",
+}
 
 
 class ViewFailed(Exception):
@@ -42,16 +63,31 @@ def view_request(
     query: Mapping[str, Any],
     body: Mapping[str, Any] | None,
     *,
-    form_encoded: bool = False,
+    encoding: str = "json",
+    files: Mapping[str, Any] | None = None,
 ) -> HttpRequest:
-    request = build_http_request(context.principal, context.headers, method)
-    path = reverse(url_name, kwargs={key: str(value) for key, value in kwargs.items()})
+    """The request the view sees. `encoding` is how the body travels: "json", "form" or "multipart" (with
+    `files`, name → `UploadedFile`)."""
+    request = build_http_request(context.principal, context.headers, method, base_url=context.base_url)
+    try:
+        path = reverse(url_name, kwargs={key: str(value) for key, value in kwargs.items()})
+    except NoReverseMatch:
+        # The URL arguments fit no route: over HTTP the same path is a 404.
+        raise NotFound("No such page: the URL arguments do not match the view's route.") from None
     request.path = request.path_info = path
     query_string = urlencode(_flatten(query), doseq=True)
     request.META["QUERY_STRING"] = query_string
     request.GET = QueryDict(query_string)
+    form_encoded = encoding != "json"
     if body is not None:
-        if form_encoded:
+        if encoding == "multipart":
+            from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
+
+            fields: dict[str, Any] = {key: value for key, value in _flatten_grouped(body).items()}
+            fields.update(files or {})
+            payload = encode_multipart(BOUNDARY, fields)
+            content_type = MULTIPART_CONTENT
+        elif form_encoded:
             payload = urlencode(_flatten(body), doseq=True).encode()
             content_type = "application/x-www-form-urlencoded"
         else:
@@ -62,19 +98,28 @@ def view_request(
         request._set_content_type_params(request.META)  # type: ignore[attr-defined]
         request._stream = io.BytesIO(payload)  # type: ignore[attr-defined]
         request._read_started = False  # type: ignore[attr-defined]
-        if form_encoded:
+        if encoding == "form":
             # A bare HttpRequest keeps POST as a plain attribute; Django views read the form from it.
             request.POST = QueryDict(payload)
     if context.client_address:
         request.META["REMOTE_ADDR"] = context.client_address
     # The caller, for Django views (request.user) and DRF views (their authentication result).
     request.user = context.principal.user
-    request._force_auth_user = context.principal.user  # type: ignore[attr-defined]
-    request._force_auth_token = context.principal.credential  # type: ignore[attr-defined]
+    force_authentication(request, context.principal)
     # The caller authenticated with a bearer credential, not a browser cookie: CSRF does not apply.
     request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
     _attach_session_and_messages(request)
     return request
+
+
+def force_authentication(request: HttpRequest, principal: Any) -> None:
+    """Give a DRF view the caller as its authentication result. A caller with neither a signed-in user nor a
+    credential is left unauthenticated, so that the view refuses it as it refuses an anonymous HTTP request
+    ("Authentication credentials were not provided."), not as a signed-in user without permission."""
+    user, credential = principal.user, principal.credential
+    if getattr(user, "is_authenticated", False) or credential is not None:
+        request._force_auth_user = user  # type: ignore[attr-defined]
+        request._force_auth_token = credential  # type: ignore[attr-defined]
 
 
 def _flatten(values: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -85,6 +130,14 @@ def _flatten(values: Mapping[str, Any]) -> list[tuple[str, str]]:
         for item in value if isinstance(value, list) else [value]:
             pairs.append((key, "true" if item is True else "false" if item is False else str(item)))
     return pairs
+
+
+def _flatten_grouped(values: Mapping[str, Any]) -> dict[str, list[str]]:
+    """`_flatten`'s pairs grouped by name, as a multipart body takes them (a list repeats its key)."""
+    grouped: dict[str, list[str]] = {}
+    for key, value in _flatten(values):
+        grouped.setdefault(key, []).append(value)
+    return grouped
 
 
 def _attach_session_and_messages(request: HttpRequest) -> None:
@@ -106,7 +159,7 @@ def raise_for_status(response: HttpResponse, data: Any) -> None:
     if status < 400:
         return
     detail = _detail(data) or response.reason_phrase
-    if status == 400:
+    if status in (400, 422):
         raise InvalidInput("The view refused the arguments.", details=field_errors(data))
     if status in (401, 403):
         raise AccessDenied(detail)
@@ -119,7 +172,9 @@ def raise_for_status(response: HttpResponse, data: Any) -> None:
         raise RateLimitedByView(detail, details={"retry_after": retry_after} if retry_after is not None else None)
     if status >= 500:
         raise ViewFailed(f"the view answered {status}")
-    raise ToolError(detail)
+    refused = ViewRefused(detail, details={"status": status})
+    refused.code = STATUS_CODES.get(status, ViewRefused.code)
+    raise refused
 
 
 def _detail(data: Any) -> str:
@@ -151,6 +206,51 @@ def field_errors(data: Any, path: str = "$") -> list[dict[str, str]]:
     return problems
 
 
+def drf_result(response: HttpResponse, request: HttpRequest) -> Any:
+    """What a DRF view answered: its data; or, for a plain Django response (a CSV, a PDF), the content as
+    content: JSON as data, text with its media type, anything else as an embedded blob."""
+    if hasattr(response, "data"):
+        return response.data
+    body = _body(response)
+    content_type = response.headers.get("Content-Type", "application/octet-stream")
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if response.status_code >= 400 or media_type == "application/json" or media_type.endswith("+json"):
+        text = body.decode(response.charset or "utf-8", errors="replace")
+        try:
+            return json.loads(text) if text else None
+        except ValueError:
+            return text
+    uri = request.build_absolute_uri()
+    if media_type.startswith("text/") or media_type in TEXT_MEDIA_TYPES or media_type.endswith("+xml"):
+        text = body.decode(response.charset or "utf-8", errors="replace")
+        return ContentBundle((EmbeddedResource(uri, text=text, mime_type=media_type),))
+    return ContentBundle((EmbeddedResource(uri, blob=body, mime_type=media_type),))
+
+
+TEXT_MEDIA_TYPES = frozenset({"application/xml", "application/javascript", "application/x-ndjson", "application/yaml"})
+
+
+def uploaded_file(value: Mapping[str, Any], name: str) -> Any:
+    """A file argument (`{"filename", "content_base64", "content_type"?}`) as the upload a view receives."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    try:
+        content = base64.b64decode(value["content_base64"], validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput("A file is not valid base64.", details=[
+            {"path": f"$.{name}.content_base64", "message": "Not valid base64."}
+        ]) from None
+    return SimpleUploadedFile(value["filename"], content, value.get("content_type") or "application/octet-stream")
+
+
+def _body(response: HttpResponse) -> bytes:
+    if getattr(response, "streaming", False):
+        return b"".join(response.streaming_content)  # type: ignore[attr-defined]
+    if hasattr(response, "render") and not getattr(response, "is_rendered", True):
+        response.render()
+    return bytes(response.content)
+
+
 def response_data(response: HttpResponse, html: str) -> Any:
     """What a response says: a DRF response's data, else its content (a plain response from the view, or
     from a middleware that answered by itself)."""
@@ -161,12 +261,7 @@ def response_data(response: HttpResponse, html: str) -> Any:
 
 def content_of(response: HttpResponse, html: str) -> Any:
     """A non-DRF response's payload: JSON as data, HTML as text (the <main> element's, with html="main")."""
-    if getattr(response, "streaming", False):
-        body = b"".join(response.streaming_content)  # type: ignore[attr-defined]
-    else:
-        if hasattr(response, "render") and not getattr(response, "is_rendered", True):
-            response.render()
-        body = response.content
+    body = _body(response)
     content_type = response.headers.get("Content-Type", "")
     text = body.decode(response.charset or "utf-8", errors="replace")
     if "json" in content_type:

@@ -13,7 +13,8 @@ from django.urls.resolvers import RoutePattern
 from ..errors import DeclarationError
 
 CONVERTER_SCHEMAS: dict[type, dict[str, Any]] = {
-    converters.IntConverter: {"type": "integer", "minimum": 0},
+    # HTTP takes the digits as text: so does the tool, beside the integer a list returned.
+    converters.IntConverter: {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": "^[0-9]+$"}]},
     converters.UUIDConverter: {"type": "string", "format": "uuid"},
     converters.SlugConverter: {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"},
     converters.PathConverter: {"type": "string", "minLength": 1},
@@ -64,9 +65,49 @@ def _describe(pattern: Any) -> tuple[str, dict[str, dict[str, Any]]]:
         kwargs = {name: dict(CONVERTER_SCHEMAS.get(type(conv), {"type": "string"})) for name, conv in pattern.converters.items()}
         return str(pattern), kwargs
     regex = pattern.regex.pattern  # RegexPattern: DRF routers produce these
-    names = list(re.compile(regex).groupindex)
-    template = re.sub(r"\(\?P<(\w+)>[^)]*\)", r"<\1>", regex).lstrip("^").rstrip("$").replace("\\.", ".")
-    return template, {name: {"type": "string", "minLength": 1} for name in names}
+    groups = named_groups(regex)
+    template = regex
+    for name, group in groups.items():
+        template = template.replace(f"(?P<{name}>{group})", f"<{name}>", 1)
+    template = template.lstrip("^").rstrip("$").replace("\\.", ".")
+    return template, {name: {"type": "string", "minLength": 1, "pattern": f"^(?:{group})$"} for name, group in groups.items()}
+
+
+def named_groups(regex: str) -> dict[str, str]:
+    """Each named group of a regex and the expression inside it: `(?P<slug>[a-z(]+)` gives {"slug": "[a-z(]+"}.
+
+    Read by hand, minding escapes, character classes and nested groups, because `re` keeps no group's text.
+    """
+    groups: dict[str, str] = {}
+    for start in re.finditer(r"\(\?P<(\w+)>", regex):
+        if _escaped(regex, start.start()):
+            continue
+        depth, index, in_class = 1, start.end(), False
+        while index < len(regex) and depth:
+            char = regex[index]
+            if char == "\\":
+                index += 2
+                continue
+            if in_class:
+                in_class = char != "]" or regex[index - 1] == "["
+            elif char == "[":
+                in_class = True
+                if regex[index + 1:index + 2] == "^":
+                    index += 1
+            elif char == "(":
+                depth += 1
+            elif char == ")":
+                depth -= 1
+            index += 1
+        groups[start.group(1)] = regex[start.end():index - 1]
+    return groups
+
+
+def _escaped(text: str, index: int) -> bool:
+    backslashes = 0
+    while index - backslashes - 1 >= 0 and text[index - backslashes - 1] == "\\":
+        backslashes += 1
+    return backslashes % 2 == 1
 
 
 def unwrap(callback: Callable[..., Any]) -> Callable[..., Any]:

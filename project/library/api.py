@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
@@ -20,6 +21,13 @@ class AuthorSummarySerializer(serializers.ModelSerializer):
     class Meta:
         model = Author
         fields = ["id", "name", "born"]
+
+
+class AuthorSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Author
+        fields = ["slug", "name", "born"]
+        extra_kwargs = {"slug": {"required": False}}
 
 
 class BookSerializer(serializers.ModelSerializer):
@@ -41,6 +49,16 @@ class BookPages(PageNumberPagination):
 class IsStaffOrReadOnly(permissions.BasePermission):
     def has_permission(self, request, view):  # type: ignore[no-untyped-def]
         return request.method in permissions.SAFE_METHODS or bool(request.user and request.user.is_staff)
+
+
+class AuthorViewSet(viewsets.ModelViewSet):
+    """Authors, addressed by slug: /api/authors/ursula-k-le-guin/. Renaming one's slug is a PATCH."""
+
+    queryset = Author.objects.order_by("name")
+    serializer_class = AuthorSerializer
+    permission_classes = [permissions.IsAuthenticated, IsStaffOrReadOnly]
+    lookup_field = "slug"
+    lookup_value_regex = "[a-z0-9-]+"
 
 
 class BookViewSet(viewsets.ModelViewSet):
@@ -76,6 +94,15 @@ class LoanSerializer(serializers.ModelSerializer):
         return Loan.objects.create(due_on=date.today() + timedelta(days=days), **validated_data)
 
 
+class StaffLoanSerializer(LoanSerializer):
+    """What staff send: a loan may be made out to another member, at the desk."""
+
+    borrower = serializers.SlugRelatedField(
+        slug_field="username", queryset=get_user_model().objects.all(), required=False,
+        help_text="Lend to this member (their username); yourself if left out.",
+    )
+
+
 class IsBorrowerOrStaff(permissions.BasePermission):
     """Object level: a loan is yours to see and return, unless you are staff."""
 
@@ -102,9 +129,15 @@ class LoanViewSet(viewsets.ModelViewSet):
             return loans.filter(borrower=self.request.user)
         return loans
 
+    def get_serializer_class(self):  # type: ignore[no-untyped-def]
+        # Staff lend at the desk, to anyone; members borrow for themselves. Over MCP, each sees their own schema.
+        if self.action == "create" and self.request.user.is_staff:
+            return StaffLoanSerializer
+        return super().get_serializer_class()
+
     def perform_create(self, serializer):  # type: ignore[no-untyped-def]
         with transaction.atomic():
-            serializer.save(borrower=self.request.user)
+            serializer.save(borrower=serializer.validated_data.get("borrower") or self.request.user)
 
     @action(detail=True, methods=["post"], serializer_class=serializers.Serializer)
     def return_book(self, request, pk=None):  # type: ignore[no-untyped-def]

@@ -192,6 +192,9 @@ mcp_expose.expose_view(
     api.LoanViewSet, actions=["list", "retrieve"], scopes=["library:read"], name={"list": "library.loans.mine"}
 )
 mcp_expose.expose_view(api.LoanViewSet, actions=["create", "destroy", "return_book"], scopes=["library:write"])
+# Addressed by slug; a PATCH may change the slug itself, so the URL's is the url_slug argument.
+mcp_expose.expose_view(api.AuthorViewSet, actions=["retrieve"], scopes=["library:read"])
+mcp_expose.expose_view(api.AuthorViewSet, actions=["partial_update"], scopes=["library:write"])
 mcp_expose.expose_view(
     views.BookListView, name="library.catalogue_page", query_params={"q": "Words in the title"}, scopes=["library:read"]
 )

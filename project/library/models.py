@@ -1,13 +1,16 @@
 """A small lending library: the demo's real data."""
 
 from datetime import date
+from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.utils.text import slugify
 
 
 class Author(models.Model):
     name = models.CharField(max_length=200, unique=True)
+    slug = models.SlugField(max_length=200, unique=True, blank=True, help_text="The author in URLs: /api/authors/<slug>/.")
     born = models.PositiveIntegerField(null=True, blank=True, help_text="Year of birth.")
 
     class Meta:
@@ -15,6 +18,21 @@ class Author(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self.slug:
+            self.slug = unique_slug(self.name, Author.objects.exclude(pk=self.pk))
+        super().save(*args, **kwargs)
+
+
+def unique_slug(name: str, others: Any) -> str:
+    """`name` as a slug no other row has: "ursula-k-le-guin", then "ursula-k-le-guin-2"."""
+    base = slugify(name)[:190] or "author"
+    slug, number = base, 1
+    while others.filter(slug=slug).exists():
+        number += 1
+        slug = f"{base}-{number}"
+    return slug
 
 
 class Book(models.Model):

@@ -7,7 +7,7 @@ from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandError
 
 from ...catalog import provider
-from ...dispatch import call_tool
+from ...dispatch import CallRequest, call_tool
 from ...errors import UnknownTool
 from ...server import render_outcome
 from ..cli import local_principal
@@ -21,8 +21,14 @@ class Command(BaseCommand):
         parser.add_argument("arguments", nargs="?", default="{}", help="The arguments as a JSON object.")
         parser.add_argument("--user", required=True, help="Call as this user.")
         parser.add_argument("--scopes", help="Space-separated scopes the caller holds (default: all).")
+        parser.add_argument(
+            "--base-url", default="",
+            help="This site's address (e.g. https://shop.example.com), for the links views build; default http://localhost.",
+        )
 
-    def handle(self, *args: Any, tool: str, arguments: str, user: str, scopes: str | None, **options: Any) -> None:
+    def handle(
+        self, *args: Any, tool: str, arguments: str, user: str, scopes: str | None, base_url: str, **options: Any
+    ) -> None:
         try:
             parsed = json.loads(arguments)
         except json.JSONDecodeError as exc:
@@ -32,7 +38,7 @@ class Command(BaseCommand):
         catalog = provider.get_sync()
         principal = local_principal(user, scopes, catalog)
         try:
-            outcome = async_to_sync(call_tool)(catalog, principal, tool, parsed)
+            outcome = async_to_sync(call_tool)(catalog, principal, tool, parsed, CallRequest(base_url=base_url))
         except UnknownTool as exc:
             raise CommandError(f"{exc} (unknown, disabled, or not available to {user!r}).") from None
         result = render_outcome(outcome).model_dump(mode="json", by_alias=True, exclude_none=True)

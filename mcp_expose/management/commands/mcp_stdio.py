@@ -21,7 +21,8 @@ class Command(BaseCommand):
         parser.add_argument("--user", required=True, help="Serve as this user (their Django permissions apply).")
         parser.add_argument("--scopes", help="Space-separated scopes to hold (default: every scope tools use).")
         parser.add_argument(
-            "--base-url", default="", help="This site's address, for approval-page links (e.g. http://localhost:8000)."
+            "--base-url", default="",
+            help="This site's address (e.g. http://localhost:8000), for approval-page links and the links views build.",
         )
 
     def handle(self, *args: Any, user: str, scopes: str | None, base_url: str, **options: Any) -> None:

@@ -22,11 +22,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, user: str | None, scopes: str | None, as_json: bool, **options: Any) -> None:
         catalog = provider.get_sync()
         entries = list(catalog.tools)
+        principal = None
         if user is not None:
             principal = local_principal(user, scopes, catalog)
             entries = [entry for entry in entries if decide(principal, entry).allowed]
         if as_json:
-            tools = [tool_definition(entry).model_dump(mode="json", by_alias=True, exclude_none=True) for entry in entries]
+            # A view whose serializer depends on who calls shows this user's schema (with no --user: nobody's).
+            tools = [tool_definition(entry, entry.input_schema_for(principal)).model_dump(
+                mode="json", by_alias=True, exclude_none=True) for entry in entries]
             self.stdout.write(json.dumps({"tools": tools}, indent=2, ensure_ascii=False))
             return
         if not entries:
