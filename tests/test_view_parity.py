@@ -305,3 +305,19 @@ def test_links_follow_the_base_url_when_there_is_no_host(people: dict[str, Any],
     behind_tls = async_to_sync(call_tool)(catalog, principal(people["alice"]), "parity.link", {},
                                           CallRequest(base_url="https://library.example.org"))
     assert behind_tls.value == {"link": "https://library.example.org/api/books/"}
+
+
+def test_mcp_tools_shows_each_user_their_schema(people: dict[str, Any]) -> None:
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    def loan_arguments(username: str) -> set[str]:
+        out = io.StringIO()
+        call_command("mcp_tools", "--user", username, "--json", stdout=out)
+        tools = {tool["name"]: tool for tool in json.loads(out.getvalue())["tools"]}
+        return set(tools["library.loans.create"]["inputSchema"]["properties"])
+
+    assert loan_arguments("libby") == {"book", "borrower", "days"}
+    assert loan_arguments("alice") == {"book", "days"}

@@ -409,9 +409,8 @@ def _serializer_errors(operation: Operation, routing: Routing, arguments: Mappin
     from django.http import Http404
     from rest_framework import exceptions
 
-    values = {name: value for name, value in arguments.items() if name in routing.body and name not in routing.files}
     kwargs = _url_kwargs(routing, arguments)
-    http_request = view_request(context, operation.method.upper(), operation.route.url_name, kwargs, {}, values)
+    http_request = _request(operation, routing, arguments, context, "")  # the body as the call would send it
     view = operation.view_class(**operation.initkwargs)
     view.setup(http_request, **kwargs)
     view.action, view.format_kwarg, view.headers = operation.action, None, {}
@@ -433,7 +432,7 @@ def _serializer_errors(operation: Operation, routing: Routing, arguments: Mappin
     return field_errors(serializer.errors)
 
 
-def _paginator_keys(operation: Operation) -> frozenset[str]:  # noqa: D103
+def _paginator_keys(operation: Operation) -> frozenset[str]:
     paginator = getattr(_view_instance(operation), "paginator", None)
     names = {getattr(paginator, attribute, None) for attribute in
              ("page_query_param", "page_size_query_param", "limit_query_param", "offset_query_param", "cursor_query_param")}
