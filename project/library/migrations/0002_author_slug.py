@@ -22,7 +22,8 @@ class Migration(migrations.Migration):
     dependencies = [("library", "0001_initial")]
 
     operations = [
-        migrations.AddField("author", "slug", models.SlugField(max_length=200, null=True)),
+        # No index yet: the unique one comes with the AlterField below (PostgreSQL would make its "_like" twin twice).
+        migrations.AddField("author", "slug", models.SlugField(max_length=200, null=True, db_index=False)),
         migrations.RunPython(fill_slugs, migrations.RunPython.noop),
         migrations.AlterField(
             "author", "slug",
