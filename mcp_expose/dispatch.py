@@ -28,6 +28,7 @@ from .conf import get_settings
 from .confirmation import StaleConfirmation
 from .content import ContentBundle
 from .context import InvocationContext, LogSender, ProgressReporter, no_log, no_progress
+from .db import tidies_connections
 from .errors import AccessDenied, InvalidInput, NotFound, ToolError, Unavailable, UnknownTool
 from .invoke import ToolTimeout, invoke
 from .outage import dependency_of, outage
@@ -262,14 +263,15 @@ async def validate(
     schema is completed with the view's own errors (as HTTP reports them all at once), in a worker thread."""
     signature = entry.capability.signature
     if signature.varies_by_caller:
-        signature = await sync_to_async(signature.for_caller, thread_sensitive=False)(principal)
+        signature = await sync_to_async(tidies_connections(signature.for_caller), thread_sensitive=False)(principal)
     try:
         return signature.validate_arguments(arguments)
     except InvalidInput as refusal:
         if not signature.explains_refusals:
             raise
         context = invocation_context(entry, principal, request)
-        raise await sync_to_async(signature.explain_refusal, thread_sensitive=False)(refusal, arguments, context) from None
+        explain = tidies_connections(signature.explain_refusal)
+        raise await sync_to_async(explain, thread_sensitive=False)(refusal, arguments, context) from None
 
 
 async def claim_round(request: CallRequest) -> None:

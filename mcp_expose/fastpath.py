@@ -57,6 +57,7 @@ from .catalog import Catalog, ToolEntry
 from .chain import CallChain, read_chain
 from .confirmation import StaleConfirmation
 from .content import ContentBundle
+from .db import tidies_connections
 from .dispatch import CallRequest, ToolOutcome
 from .oauth.resource import request_origin
 from .policy import decide
@@ -195,6 +196,7 @@ async def serve_listing(
 
 
 @sync_to_async(thread_sensitive=False)
+@tidies_connections
 def _variants(entries: tuple[ToolEntry, ...], principal: Principal) -> tuple[str, ...]:
     return tuple(entry.capability.signature.for_caller(principal).variant for entry in entries)
 

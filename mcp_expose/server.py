@@ -34,6 +34,7 @@ from .conf import get_settings
 from .confirmation import StaleConfirmation
 from .content import Audio, ContentBundle, EmbeddedResource, Image, Text
 from .context import LogSender
+from .db import tidies_connections
 from .dispatch import CallRequest, ToolOutcome, call_tool
 from .errors import InvalidInput, UnknownTool
 from .events import Audience, audience_of
@@ -110,6 +111,7 @@ def tool_definition(entry: ToolEntry, input_schema: Mapping[str, Any] | None = N
 
 
 @sync_to_async(thread_sensitive=False)
+@tidies_connections
 def caller_definitions(entries: Iterable[ToolEntry], principal: Principal) -> dict[str, types.Tool]:
     """The definitions of the tools whose schema depends on who calls, made for `principal` (in a worker
     thread: the view's code runs to tell)."""
