@@ -280,6 +280,20 @@ def test_an_upload_travels_as_base64_and_arrives_as_over_http(people: dict[str, 
     assert broken.failure.code == "invalid_input" and broken.failure.details[0]["path"] == "$.cover.content_base64"
 
 
+
+def test_an_upload_cannot_write_the_multipart_headers_or_parts(people: dict[str, Any], catalog: Any) -> None:
+    """What the caller sends goes into a multipart body: it can neither break a part's headers nor end a part."""
+    cover = {"filename": "cover.png", "content_base64": base64.b64encode(PNG_HEAD).decode()}
+    for hostile in ({"filename": 'x.png"; name="title'}, {"filename": "a\r\nb.png"},
+                    {"content_type": "image/png\r\nContent-Disposition: form-data; name=\"title\""}):
+        outcome = mcp(catalog, people["alice"], "parity.covers", {"title": "T", "cover": {**cover, **hostile}})
+        assert outcome.failure.code == "invalid_input", hostile
+        assert outcome.failure.details[0]["path"].startswith("$.cover."), outcome.failure.details
+    smuggling = 'Cosmos\r\n--BoUnDaRyStRiNg\r\nContent-Disposition: form-data; name="title"\r\n\r\nforged'
+    outcome = mcp(catalog, people["alice"], "parity.covers", {"title": smuggling[:100], "cover": cover})
+    assert outcome.value["title"] == smuggling[:100]  # one field, as sent
+
+
 def test_a_view_no_call_could_reach_is_refused_at_declaration() -> None:
     registry = CapabilityRegistry()
     with override_settings(ROOT_URLCONF="tests.apps.parity.urls"):

@@ -17,9 +17,12 @@ MAX_NESTING = 10
 FILE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "filename": {"type": "string", "minLength": 1, "maxLength": 255, "description": "The file's name."},
+        # Written into the multipart part's headers: no control characters, quotes or path separators.
+        "filename": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": '^[^\\x00-\\x1f\\x7f"\\\\/]+$',
+                     "description": "The file's name."},
         "content_base64": {"type": "string", "contentEncoding": "base64", "description": "The file's bytes, base64."},
-        "content_type": {"type": "string", "maxLength": 255, "description": "Its media type, e.g. text/csv."},
+        "content_type": {"type": "string", "maxLength": 255, "pattern": "^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$",
+                         "description": "Its media type, e.g. text/csv."},
     },
     "required": ["filename", "content_base64"],
     "additionalProperties": False,

@@ -13,6 +13,7 @@ import binascii
 import io
 import json
 import re
+import secrets
 from collections.abc import Mapping
 from html.parser import HTMLParser
 from typing import Any
@@ -81,12 +82,14 @@ def view_request(
     form_encoded = encoding != "json"
     if body is not None:
         if encoding == "multipart":
-            from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
+            from django.test.client import encode_multipart
 
             fields: dict[str, Any] = {key: value for key, value in _flatten_grouped(body).items()}
             fields.update(files or {})
-            payload = encode_multipart(BOUNDARY, fields)
-            content_type = MULTIPART_CONTENT
+            # A boundary no caller can know, so that no value (or file) can end its part and start another.
+            boundary = secrets.token_hex(24)
+            payload = encode_multipart(boundary, fields)
+            content_type = f"multipart/form-data; boundary={boundary}"
         elif form_encoded:
             payload = urlencode(_flatten(body), doseq=True).encode()
             content_type = "application/x-www-form-urlencoded"
