@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -65,7 +65,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
     search_fields = ["key", "wire_name", "title", "description"]
     filter_horizontal = ["allowed_clients"]
     actions = ["enable_selected", "disable_selected"]
-    declared_fields = [
+    declared_fields: list[Any] = [
         "catalog_lint",
         "declared_name",
         "declared_origin",
@@ -156,7 +156,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
         catalog = provider.get_sync()
         entry = next((entry for entry in catalog.tools if entry.key == obj.key), None)
         if entry is None:
-            return _("Not served (disabled, stale or in conflict).")
+            return str(_("Not served (disabled, stale or in conflict)."))
         try:
             lint = lint_entry(entry, read_grants_of(catalog))
         except Exception as exc:  # noqa: BLE001  (a broken declaration is exactly what lint should show)
@@ -213,7 +213,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
     @admin.display(description=_("declared name"))
     def declared_name(self, obj: ExposedTool) -> str:
         capability = self._capability(obj)
-        return capability.name if capability else _("(no longer in code)")
+        return capability.name if capability else str(_("(no longer in code)"))
 
     @admin.display(description=_("declared at"))
     def declared_origin(self, obj: ExposedTool) -> str:
@@ -294,7 +294,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     readonly_fields = ["prefix", "revoked_at", "revoked_reason", "last_used_at", "created_at"]
     created_template = "admin/mcp_expose/apikey/created.html"
 
-    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[Any]:
         if obj is None:
             # Only a superuser may create a key that acts as someone else.
             owner = ["user"] if request.user.is_superuser else []
@@ -321,7 +321,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if not change:
             if not request.user.is_superuser:
-                obj.user = request.user
+                obj.user = cast(Any, request.user)  # a staff member: signed in
             request._mcp_api_key_secret = obj.assign_secret()  # type: ignore[attr-defined]
         super().save_model(request, obj, form, change)
 

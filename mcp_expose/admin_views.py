@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib.auth import get_user_model
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
 from .catalog import CatalogProvider, provider
@@ -22,8 +23,10 @@ from .scopes import expand_scopes
 from .server import render_outcome
 from .tryit import form_fields, parse_submission
 
+StrOrPromise = str | Promise  # a title, translated lazily or not
 
-def _context(model_admin: Any, request: HttpRequest, title: str, **extra: Any) -> dict[str, Any]:
+
+def _context(model_admin: Any, request: HttpRequest, title: StrOrPromise, **extra: Any) -> dict[str, Any]:
     return {**model_admin.admin_site.each_context(request), "opts": model_admin.opts, "title": title, **extra}
 
 
@@ -44,7 +47,7 @@ def try_tool(model_admin: Any, request: HttpRequest, object_id: int) -> HttpResp
     principal = principal_for_user(request.user, _all_scopes(catalog), "local", via="admin")
     schema = entry.input_schema_for(principal)  # a view whose serializer depends on who calls: yours
     if request.method == "POST":
-        submitted = {key.removeprefix("arg_"): value for key, value in request.POST.items() if key.startswith("arg_")}
+        submitted = {key.removeprefix("arg_"): str(value) for key, value in request.POST.items() if key.startswith("arg_")}
         arguments, errors = parse_submission(schema, request.POST)
         if writes and request.POST.get("confirm_write") != "on":
             errors.append(str(_("This tool may change data: tick the confirmation box to run it.")))
@@ -66,16 +69,16 @@ def try_tool(model_admin: Any, request: HttpRequest, object_id: int) -> HttpResp
 
 
 class OverviewForm(forms.Form):
-    user = forms.ModelChoiceField(queryset=None, required=False, label=_("User"))
-    client = forms.ModelChoiceField(queryset=None, required=False, label=_("OAuth client"))
+    user: forms.ModelChoiceField[Any] = forms.ModelChoiceField(queryset=None, required=False, label=_("User"))
+    client: forms.ModelChoiceField[Any] = forms.ModelChoiceField(queryset=None, required=False, label=_("OAuth client"))
     scopes = forms.CharField(required=False, label=_("Scopes"), help_text=_("Space-separated. Blank: every scope."))
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         from oauth2_provider.models import get_application_model
 
         super().__init__(*args, **kwargs)
-        self.fields["user"].queryset = get_user_model()._default_manager.order_by("username")
-        self.fields["client"].queryset = get_application_model().objects.order_by("name")
+        cast("forms.ModelChoiceField[Any]", self.fields["user"]).queryset = get_user_model()._default_manager.order_by("username")
+        cast("forms.ModelChoiceField[Any]", self.fields["client"]).queryset = get_application_model().objects.order_by("name")
 
 
 def catalog_overview(model_admin: Any, request: HttpRequest) -> HttpResponse:

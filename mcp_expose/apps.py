@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_delete, post_migrate, post_save
 from django.utils.translation import gettext_lazy as _
 
@@ -47,7 +48,7 @@ def _watch_credentials() -> None:
     from .models import ApiKey
 
     user_model = get_user_model()
-    models: list[type] = [ApiKey, user_model]
+    models: list[type[Model]] = [ApiKey, user_model]
     relations = [getattr(user_model, name).through for name in ("groups", "user_permissions") if hasattr(user_model, name)]
     if apps.is_installed("django.contrib.auth"):
         from django.contrib.auth.models import Group

@@ -15,6 +15,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from functools import partial
+from typing import cast
 from urllib.parse import parse_qsl
 
 import anyio
@@ -69,7 +70,7 @@ def get_asgi_application(django_app: ASGIApp | None = None) -> McpExposeASGI:
     if django_app is None:
         from django.core.asgi import get_asgi_application as django_asgi
 
-        django_app = django_asgi()
+        return McpExposeASGI(cast(ASGIApp, django_asgi()))
     return McpExposeASGI(django_app)
 
 

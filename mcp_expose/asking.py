@@ -27,7 +27,7 @@ import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
@@ -66,18 +66,21 @@ class Elicit:
     capability = "elicitation"
 
 
+Role = Literal["user", "assistant"]
+
+
 @dataclass(frozen=True, slots=True)
 class Sample:
     """A completion from the client's model. `prompt` is one user message, or a list of
     (role, text) pairs for a conversation."""
 
-    prompt: str | Sequence[tuple[str, str]]
+    prompt: str | Sequence[tuple[Role, str]]
     max_tokens: int = 1000
     system_prompt: str | None = None
     temperature: float | None = None
 
     def as_request(self) -> types.CreateMessageRequest:
-        turns = [("user", self.prompt)] if isinstance(self.prompt, str) else list(self.prompt)
+        turns: list[tuple[Role, str]] = [("user", self.prompt)] if isinstance(self.prompt, str) else list(self.prompt)
         messages = [types.SamplingMessage(role=role, content=types.TextContent(text=text)) for role, text in turns]
         params = types.CreateMessageRequestParams(
             messages=messages, max_tokens=self.max_tokens, system_prompt=self.system_prompt,
@@ -209,9 +212,11 @@ class ClientInput:
         if self.rounds:
             return self._from_rounds(questions)
         answers: dict[str, Answer] = {}
+        back_channel = self.back_channel
+        assert back_channel is not None  # no rounds, so there is one (checked above)
         for key, question in questions.items():
             try:
-                answers[key] = await self.back_channel(question)
+                answers[key] = await back_channel(question)
             except (MCPError, ValidationError) as exc:
                 raise ClientInputFailed(f"The client could not answer the question {key!r}.") from exc
         return answers

@@ -70,7 +70,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     messages += _view_middleware_messages(conf.VIEW_MIDDLEWARE)
     messages += _outage_setting_messages(conf)
     cache_alias = conf.CACHE_ALIAS
-    backend = settings.CACHES.get(cache_alias, {}).get("BACKEND", "")
+    backend = str(settings.CACHES.get(cache_alias, {}).get("BACKEND", ""))
     if cache_alias not in settings.CACHES:
         messages.append(
             checks.Error(

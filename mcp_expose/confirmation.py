@@ -148,7 +148,7 @@ def continue_confirmed(entry: ToolEntry, principal: Principal, arguments: Mappin
 
     accepted_since = timezone.now() - timedelta(seconds=get_settings().CONFIRMATION_TTL)
     confirmation_id = _confirmation_id(state, CONFIRMED_KEY)
-    channels = [Confirmation.Channel.APPROVAL_PAGE]
+    channels: list[str] = [Confirmation.Channel.APPROVAL_PAGE]
     if entry.confirmation_channel == CLIENT_CHANNEL:
         channels.append(Confirmation.Channel.ELICITATION)
     accepted = _question(entry, principal, arguments, confirmation_id, Confirmation.Status.CONSUMED, channels)

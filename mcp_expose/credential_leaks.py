@@ -82,6 +82,8 @@ def revoke_leaked(principal: Principal) -> bool:
 def _revoke_api_key(principal: Principal, now: datetime) -> bool:
     from .models import ApiKey
 
+    if principal.api_key_id is None:
+        return False
     return bool(
         ApiKey.objects.filter(pk=principal.api_key_id, revoked_at__isnull=True).update(
             revoked_at=now, revoked_reason=LEAK_REASON

@@ -46,7 +46,7 @@ def resource(
     except InvalidUriTemplate as exc:
         raise DeclarationError(f"resource {uri!r}: not a valid URI template ({exc}).") from None
     target_registry = registry if registry is not None else default_registry
-    common = dict(
+    common: dict[str, Any] = dict(
         title=title, scopes=_string_set(scopes, "scopes", uri), permissions=_string_set(permissions, "permissions", uri),
         annotations=Annotations(read_only=True), enabled_by_default=enabled, uri=uri, mime_type=mime_type,
         completions=dict(completions or {}),

@@ -67,7 +67,7 @@ def expose_view(
     app_label = _app_label(view, origin)
     resource = resource or _resource(routes, origin)
     target_registry = registry if registry is not None else default_registry
-    common = dict(
+    common: dict[str, Any] = dict(
         scopes=frozenset(scopes), permissions=frozenset(permissions), enabled_by_default=enabled,
         rate_limit=rate_limit, timeout=timeout, max_result_bytes=max_result_bytes,
         log_argument_values=log_argument_values,
@@ -89,12 +89,12 @@ def expose_view(
         chosen = [method.lower() for method in (methods or django_views.default_methods(view))]
         for route in routes:
             for method in chosen:
-                operation = django_views.ViewOperation(route, method, view, html, dict(query_params or {}))
+                page = django_views.ViewOperation(route, method, view, html, dict(query_params or {}))
                 key = f"{app_label}.{resource}" + (f".{method}" if len(chosen) > 1 else "")
                 operations.append((
-                    key, method, operation,
-                    partial(_django_signature, operation, origin),
-                    partial(django_views.call_view, operation),
+                    key, method, page,
+                    partial(_django_signature, page, origin),
+                    partial(django_views.call_view, page),
                     description if description is not None else _doc(view),
                 ))
             break  # one route per Django view: the first named one

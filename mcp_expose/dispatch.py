@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from asgiref.sync import sync_to_async
@@ -34,7 +34,7 @@ from .invoke import ToolTimeout, invoke
 from .outage import dependency_of, outage
 from .policy import decide
 from .principal import Principal
-from .registry import APPROVAL_PAGE_CHANNEL
+from .registry import APPROVAL_PAGE_CHANNEL, Signature
 from .results import ProjectionError, ResultTooLarge, compact_json, json_size, to_json_value, truncate
 
 logger = logging.getLogger("mcp_expose.dispatch")
@@ -261,9 +261,10 @@ async def validate(
 ) -> dict[str, Any]:
     """The arguments checked against the schema that applies to this caller. A refusal from a view's
     schema is completed with the view's own errors (as HTTP reports them all at once), in a worker thread."""
-    signature = entry.capability.signature
+    signature: Signature = entry.capability.signature
     if signature.varies_by_caller:
-        signature = await sync_to_async(tidies_connections(signature.for_caller), thread_sensitive=False)(principal)
+        for_caller = tidies_connections(signature.for_caller)
+        signature = cast("Signature", await sync_to_async(for_caller, thread_sensitive=False)(principal))
     try:
         return signature.validate_arguments(arguments)
     except InvalidInput as refusal:
@@ -291,7 +292,7 @@ async def _confirm(
     `accept` from a client that answers by itself is not a person's yes."""
     client = request.client
     state = read_state(request.request_state)
-    if confirmation.CONFIRMED_KEY in state:
+    if confirmation.CONFIRMED_KEY in state and request.request_state is not None:
         # A later round: the tool asked its client more after the person said yes.
         await sync_to_async(confirmation.continue_confirmed, thread_sensitive=False)(
             entry, principal, arguments, request.request_state
@@ -306,6 +307,7 @@ async def _confirm(
         return
     if confirmation.STATE_KEY not in state:
         raise await sync_to_async(confirmation.ask_in_client, thread_sensitive=False)(entry, principal, arguments)
+    assert request.request_state is not None  # the state names the question answered
     ran = await sync_to_async(confirmation.answer_from_client, thread_sensitive=False)(
         entry, principal, arguments, request.request_state, _accepted(client.answers.pop(confirmation.CONFIRM_FIELD, None))
     )

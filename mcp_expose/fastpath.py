@@ -31,7 +31,7 @@ import logging
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
@@ -302,19 +302,23 @@ async def _answer(
     finally:
         auth_context_var.reset(token)
     try:
-        wire = wire if result is None else _shaped(result, server)
+        shaped = wire if result is None else _shaped(result, server)
     except ValidationError:
         logger.exception("handler for 'tools/call' returned an invalid result")
         return _error(plain, MCPError(code=types.INTERNAL_ERROR, message="Handler returned an invalid result"))
-    if wire.get("resultType") == "input_required":
+    assert shaped is not None  # a plain result, or the rendered one
+    if shaped.get("resultType") == "input_required":
         token = auth_context_var.set(exchange.caller())  # the caller the sealed state is bound to
         try:
-            wire = await _boundary(server)(_SealedRequest("tools/call", params), _returning(wire))
+            sealed = await _boundary(server)(
+                _SealedRequest("tools/call", params), _returning(shaped)  # type: ignore[arg-type]  # reads .method, .params only
+            )
+            shaped = cast("dict[str, Any]", sealed)  # what call_next returned, with the state sealed in
         except MCPError as exc:
             return _error(plain, exc)
         finally:
             auth_context_var.reset(token)
-    return 200, _reply(plain.id_json, b"result", _encode(wire))
+    return 200, _reply(plain.id_json, b"result", _encode(shaped))
 
 
 def _declared_capabilities(meta: Mapping[str, Any]) -> types.ClientCapabilities | None:

@@ -8,6 +8,7 @@ import re
 import secrets
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -180,7 +181,8 @@ class ExposedTool(models.Model):
             extra_scopes=self.extra_scope_set,
             allowed_clients=allowed_client_ids,
             requires_confirmation=self.requires_confirmation,
-            confirmation_channel=self.confirmation_channel,
+            confirmation_channel=APPROVAL_PAGE_CHANNEL if self.confirmation_channel == APPROVAL_PAGE_CHANNEL
+            else CLIENT_CHANNEL,
             rate_limit=self.rate_limit,
             timeout=self.timeout,
             max_result_bytes=self.max_result_bytes,
@@ -262,7 +264,7 @@ class ApiKey(models.Model):
 
     @classmethod
     def create_key(
-        cls, *, user: object, name: str, scopes: str = "", expires_in: timedelta | None = None
+        cls, *, user: Any, name: str, scopes: str = "", expires_in: timedelta | None = None
     ) -> tuple[ApiKey, str]:
         """Create a key and return it with its secret, which is not stored anywhere."""
         key = cls(user=user, name=name, scopes=scopes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 
@@ -51,7 +51,7 @@ class ReadFailed(McpExposeError):
 
 @dataclass(frozen=True)
 class Message:
-    role: str
+    role: Literal["user", "assistant"]
     # Text, or one content item (an image, audio, an embedded resource or a resource link).
     content: Any
 
@@ -113,15 +113,20 @@ def messages(value: Any) -> list[Message]:
         if isinstance(item, (str, *CONTENT_TYPES)):
             result.append(Message("user", _content(item)))
         elif isinstance(item, list | tuple) and len(item) == 2:
-            result.append(Message(str(item[0]), _content(item[1])))
+            result.append(Message(_role(item[0]), _content(item[1])))
         elif isinstance(item, Mapping) and "content" in item:
-            result.append(Message(str(item.get("role", "user")), _content(item["content"])))
+            result.append(Message(_role(item.get("role", "user")), _content(item["content"])))
         else:
             raise ReadFailed(ToolFailure("internal", "The prompt returned something that is not a message."))
-    for message in result:
-        if message.role not in ("user", "assistant"):
-            raise ReadFailed(ToolFailure("internal", f"Prompt messages come from 'user' or 'assistant', not {message.role!r}."))
     return result
+
+
+def _role(value: Any) -> Literal["user", "assistant"]:
+    if value == "user":
+        return "user"
+    if value == "assistant":
+        return "assistant"
+    raise ReadFailed(ToolFailure("internal", f"Prompt messages come from 'user' or 'assistant', not {str(value)!r}."))
 
 
 def _content(value: Any) -> Any:

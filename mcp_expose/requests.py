@@ -38,7 +38,7 @@ def build_http_request(
         if site.netloc:
             meta["HTTP_HOST"] = site.netloc
             if site.scheme == "https":
-                request._get_scheme = lambda: "https"  # type: ignore[method-assign]
+                setattr(request, "_get_scheme", lambda: "https")  # noqa: B010  (what build_absolute_uri reads)
     host = meta.get("HTTP_HOST", "localhost")
     meta.setdefault("SERVER_NAME", host.rsplit(":", 1)[0])
     meta.setdefault("SERVER_PORT", host.rsplit(":", 1)[1] if ":" in host else "80")

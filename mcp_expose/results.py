@@ -163,7 +163,7 @@ def truncate(value: Any, limit: int, *, has_output_schema: bool) -> Any:
         return value
     if has_output_schema:
         raise ResultTooLarge(f"the result is {size} bytes; the limit is {limit}")
-    note = {"original_bytes": size, "limit_bytes": limit}
+    note: dict[str, Any] = {"original_bytes": size, "limit_bytes": limit}
     if isinstance(value, dict) and isinstance(value.get("results"), list):
         # A page of a paging capability: keep its cursors, cut its items, so the next call can go on.
         rest = {key: item for key, item in value.items() if key != "results"}

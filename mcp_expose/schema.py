@@ -107,10 +107,14 @@ class ToolSignature:
 
     varies_by_caller = False
     explains_refusals = False
+    variant = ""  # which of a tool's schemas this is; one schema for everyone: ""
 
     def for_caller(self, principal: Principal | None) -> ToolSignature:
         """The signature that applies to `principal`: a function's is the same for everyone."""
         return self
+
+    def explain_refusal(self, refusal: InvalidInput, arguments: Mapping[str, Any], context: InvocationContext) -> InvalidInput:
+        return refusal
 
     def validate_result(self, value: Any) -> Any:
         """Validate a result against the output schema and return its JSON form."""
@@ -155,6 +159,7 @@ class SchemaSignature:
     # `for_caller` gives each caller theirs; see `adapters.caller_schemas`.
     varies_by_caller = False
     explains_refusals = False
+    variant = ""  # which of a tool's schemas this is (equal names, equal schemas); one for everyone: ""
 
     def for_caller(self, principal: Principal | None) -> SchemaSignature:
         return self
@@ -331,7 +336,7 @@ def build_signature(func: Callable[..., Any], *, origin: str) -> ToolSignature:
             )
         fields[param.name] = _field_for(annotation, param.default)
     def build_arguments_model() -> type[BaseModel]:
-        return create_model(  # type: ignore[call-overload, no-any-return]
+        return create_model(
             f"{func.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields
         )
 

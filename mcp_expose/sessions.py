@@ -95,6 +95,8 @@ class SessionMemory:
         """Send on each session's standing stream; a session that cannot be reached any more is forgotten."""
         for session_id in session_ids:
             peer = self._peers.get(session_id)
+            if peer is None:
+                continue
             try:
                 # A client that does not read its stream must not hold up everyone else's news.
                 with anyio.fail_after(SEND_TIMEOUT):
@@ -170,7 +172,7 @@ class SessionManager(StreamableHTTPSessionManager):
         if opening is not None:
             if transport is None:  # the SDK's limit for the whole process
                 self.slots.give_back(opening[0])
-            else:
+            elif transport.mcp_session_id is not None:
                 self._holders[transport.mcp_session_id] = opening[0]
         return transport
 

@@ -124,7 +124,7 @@ if hasattr(os, "register_at_fork"):
 
 def holds_stamps(cache: object) -> bool:
     """Whether stamps in `cache` are read through `read_held`: a file cache on a local filesystem."""
-    return isinstance(cache, FileBasedCache) and is_local_filesystem(cache._dir)
+    return isinstance(cache, FileBasedCache) and is_local_filesystem(_cache_dir(cache))
 
 
 def read_held(cache: FileBasedCache, key: str, read_through: Callable[[], str]) -> str:
@@ -136,11 +136,16 @@ def _stamp_path(cache: FileBasedCache, key: str) -> str:
     """The file of `key` (Django's `_key_to_file`), worked out once per cache configuration and key, not per
     instance: requests share `process_cache()`'s, but a caller may pass its own, and every instance with the
     same location, prefix, version and key function names the same file."""
-    configuration = (cache._dir, cache.key_prefix, cache.version, cache.key_func, key)
+    configuration = (_cache_dir(cache), cache.key_prefix, cache.version, cache.key_func, key)
     path = _paths.get(configuration)
     if path is None:
-        path = _paths[configuration] = cache._key_to_file(key)
+        path = _paths[configuration] = str(getattr(cache, "_key_to_file")(key))  # noqa: B009  (private: not in the stubs)
     return path
+
+
+def _cache_dir(cache: FileBasedCache) -> str:
+    """The file cache's directory (Django keeps it as `_dir`, which the stubs do not declare)."""
+    return str(getattr(cache, "_dir"))  # noqa: B009
 
 
 _paths: dict[tuple[object, ...], str] = {}

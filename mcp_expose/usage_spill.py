@@ -79,7 +79,8 @@ class Spill:
     def write(self, rows: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], Exception]]:
         """Append the rows, flushed to disk; return those that are not JSON, with why. Raises OSError when
         the disk refuses (the rows are then lost, and the caller says so)."""
-        lines, refused = [], []
+        lines: list[str] = []
+        refused: list[tuple[dict[str, Any], Exception]] = []
         for row in rows:
             try:
                 lines.append(encode(row) + "\n")
@@ -108,7 +109,7 @@ class Spill:
         if file is not None:
             file.close()
 
-    def replay(self, write_rows: Callable[[list[dict[str, Any]]], None], chunk: int) -> int:
+    def replay(self, write_rows: Callable[[list[dict[str, Any]]], object], chunk: int) -> int:
         """Write every file nobody holds through `write_rows`, `chunk` rows at a time, deleting each once
         written; return the rows read. `write_rows` raising (the database is unavailable) keeps that file and
         stops here: the next replay reads it again."""
@@ -193,6 +194,6 @@ def set_aside(rows: list[dict[str, Any]]) -> int:
     except OSError as exc:
         lose(rows, exc)
         return 0
-    for row, exc in refused:
-        lose([row], exc)
+    for row, problem in refused:
+        lose([row], problem)
     return len(rows) - len(refused)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any, cast
 
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
@@ -80,7 +81,7 @@ def approve(request: HttpRequest, confirmation_id: str) -> HttpResponse:
 
     from .models import Confirmation
 
-    confirmation = Confirmation.objects.filter(pk=confirmation_id, user=request.user).first()
+    confirmation = Confirmation.objects.filter(pk=confirmation_id, user=cast(Any, request.user)).first()
     if confirmation is None:
         # Someone else's confirmation is as invisible as a missing one.
         raise Http404("No such confirmation.")

@@ -68,6 +68,9 @@ class ViewSignature(SchemaSignature):
         self._explainer = explainer
         self.explains_refusals = explainer is not None
 
+    def for_caller(self, principal: Principal | None) -> ViewSignature:
+        return self
+
     def explain_refusal(self, refusal: InvalidInput, arguments: Mapping[str, Any], context: InvocationContext) -> InvalidInput:
         if self._explainer is None:
             return refusal

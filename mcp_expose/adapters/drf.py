@@ -113,7 +113,7 @@ def _view_instance(operation: Operation, principal: Principal | None = None, kwa
 def build_signature(operation: Operation, origin: str) -> ViewSignature:
     """The operation's signature: one schema for everyone, or (when the serializer choice reads who is
     asking) a schema per caller, see `caller_schemas`."""
-    reads = set()
+    reads: set[str] = set()
     schema, routing = operation_schema(operation, origin, None, reads)
     explainer = partial(_explain, operation) if _validates_with_serializer(operation) else None
     signature: ViewSignature
@@ -324,8 +324,7 @@ def _merge(properties: dict[str, Any], extra: dict[str, Any], origin: str, what:
 
 def call_operation(operation: Operation, arguments: Mapping[str, Any], context: InvocationContext, scope: str) -> Any:
     """Run the view for one call (sync, inside the invocation hop) and return its data."""
-    signature = _signature(operation).for_caller(context.principal)
-    routing = signature.routing
+    routing = _signature(operation).for_caller(context.principal).routing
     request = _request(operation, routing, arguments, context, scope)
     response = run_view(operation.route.callback, request, _url_kwargs(routing, arguments))
     data = drf_result(response, request)

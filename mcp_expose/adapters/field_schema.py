@@ -5,7 +5,8 @@ Nested serializers are inlined (no `$ref`); a serializer that nests itself is re
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 
 from ..errors import DeclarationError
 from ..schema import object_schema
@@ -147,9 +148,9 @@ def django_field_schema(field: Any) -> dict[str, Any] | None:
     elif isinstance(field, forms.ModelChoiceField):
         schema = {"type": ["integer", "string"], "description": "Primary key of the related object."}
     elif isinstance(field, forms.MultipleChoiceField):
-        schema = {"type": "array", "items": {"enum": [str(key) for key, _ in field.choices]}}
+        schema = {"type": "array", "items": {"enum": [str(key) for key, _ in _choices(field)]}}
     elif isinstance(field, forms.ChoiceField):
-        schema = {"enum": [str(key) for key, _ in field.choices if key != ""]}
+        schema = {"enum": [str(key) for key, _ in _choices(field) if key != ""]}
     else:
         schema = _scalar_schema(field, _form_scalars()) or {"type": "string"}
     _bounds(schema, field)
@@ -158,6 +159,11 @@ def django_field_schema(field: Any) -> dict[str, Any] | None:
     elif field.label:
         schema["description"] = str(field.label)
     return schema
+
+
+def _choices(field: Any) -> Iterable[tuple[Any, Any]]:
+    """A form field's (value, label) pairs, as Django normalizes them when the field is built."""
+    return cast("Iterable[tuple[Any, Any]]", field.choices)
 
 
 def _scalar_schema(field: Any, table: list[tuple[type, dict[str, Any]]]) -> dict[str, Any]:

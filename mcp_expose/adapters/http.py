@@ -99,7 +99,7 @@ def view_request(
         request.META["CONTENT_TYPE"] = content_type
         request.META["CONTENT_LENGTH"] = str(len(payload))
         request._set_content_type_params(request.META)  # type: ignore[attr-defined]
-        request._stream = io.BytesIO(payload)  # type: ignore[attr-defined]
+        request._stream = io.BytesIO(payload)
         request._read_started = False  # type: ignore[attr-defined]
         if encoding == "form":
             # A bare HttpRequest keeps POST as a plain attribute; Django views read the form from it.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import ImproperlyConfigured, MiddlewareNotUsed
 from django.http import HttpRequest, HttpResponse
@@ -94,7 +94,7 @@ class _ViewHandler:
             for hook in self.template_hooks:
                 response = hook(request, response)
                 _check(response, hook)
-            response = self._guarded(request, response.render)
+            response = self._guarded(request, cast(Any, response).render)  # a TemplateResponse
         return response
 
     def _guarded(self, request: HttpRequest, call: Callable[[], HttpResponse]) -> HttpResponse:
