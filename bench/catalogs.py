@@ -30,8 +30,8 @@ def apply(profile: str) -> list[str]:
     """Enable exactly the profile's tools; returns the enabled wire names."""
     from django.db import transaction
 
+    from mcp_expose.declare.registry import TOOL_KINDS, registry
     from mcp_expose.models import ExposedTool
-    from mcp_expose.registry import TOOL_KINDS, registry
 
     enabled: list[str] = []
     with transaction.atomic():

@@ -34,43 +34,43 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .asking import Elicit, ListRoots, Sample
-    from .content import Audio, EmbeddedResource, Image, ResourceLink, Text
-    from .context import InvocationContext
-    from .credential_cache import credentials_changed
-    from .declare import tool
-    from .declare_models import ModelTools
-    from .declare_resources import prompt, resource
-    from .declare_views import expose_view
-    from .errors import AccessDenied, Conflict, InvalidInput, NotFound, ToolError
-    from .events import resource_updated
-    from .principal import Principal
-    from .versions import PROTOCOL_VERSIONS
+    from mcp_expose.access.credential_cache import credentials_changed
+    from mcp_expose.core.asking import Elicit, ListRoots, Sample
+    from mcp_expose.core.content import Audio, EmbeddedResource, Image, ResourceLink, Text
+    from mcp_expose.core.context import InvocationContext
+    from mcp_expose.core.errors import AccessDenied, Conflict, InvalidInput, NotFound, ToolError
+    from mcp_expose.core.principal import Principal
+    from mcp_expose.declare.model_tools import ModelTools
+    from mcp_expose.declare.resources import prompt, resource
+    from mcp_expose.declare.tools import tool
+    from mcp_expose.declare.view_tools import expose_view
+    from mcp_expose.serving.events import resource_updated
+    from mcp_expose.serving.versions import PROTOCOL_VERSIONS
 
 _LAZY = {
-    "tool": ".declare",
-    "expose_view": ".declare_views",
-    "ModelTools": ".declare_models",
-    "resource": ".declare_resources",
-    "prompt": ".declare_resources",
-    "resource_updated": ".events",
-    "credentials_changed": ".credential_cache",
-    "Elicit": ".asking",
-    "Sample": ".asking",
-    "ListRoots": ".asking",
-    "Text": ".content",
-    "Image": ".content",
-    "Audio": ".content",
-    "EmbeddedResource": ".content",
-    "ResourceLink": ".content",
-    "InvocationContext": ".context",
-    "Principal": ".principal",
-    "PROTOCOL_VERSIONS": ".versions",
-    "ToolError": ".errors",
-    "InvalidInput": ".errors",
-    "AccessDenied": ".errors",
-    "NotFound": ".errors",
-    "Conflict": ".errors",
+    "tool": ".declare.tools",
+    "expose_view": ".declare.view_tools",
+    "ModelTools": ".declare.model_tools",
+    "resource": ".declare.resources",
+    "prompt": ".declare.resources",
+    "resource_updated": ".serving.events",
+    "credentials_changed": ".access.credential_cache",
+    "Elicit": ".core.asking",
+    "Sample": ".core.asking",
+    "ListRoots": ".core.asking",
+    "Text": ".core.content",
+    "Image": ".core.content",
+    "Audio": ".core.content",
+    "EmbeddedResource": ".core.content",
+    "ResourceLink": ".core.content",
+    "InvocationContext": ".core.context",
+    "Principal": ".core.principal",
+    "PROTOCOL_VERSIONS": ".serving.versions",
+    "ToolError": ".core.errors",
+    "InvalidInput": ".core.errors",
+    "AccessDenied": ".core.errors",
+    "NotFound": ".core.errors",
+    "Conflict": ".core.errors",
 }
 
 

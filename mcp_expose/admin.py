@@ -19,10 +19,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from .catalog import effective_confirmation, provider
-from .models import ApiKey, Confirmation, CredentialLeak, ExposedTool, PromptTemplate, ToolCall
-from .registry import APPROVAL_PAGE_CHANNEL, Capability, registry
-from .schema import thaw
+from mcp_expose.catalog.compiled import effective_confirmation, provider
+from mcp_expose.declare.registry import APPROVAL_PAGE_CHANNEL, Capability, registry
+from mcp_expose.declare.schema import thaw
+from mcp_expose.models import ApiKey, Confirmation, CredentialLeak, ExposedTool, PromptTemplate, ToolCall
 
 
 class AppLabelFilter(admin.SimpleListFilter):
@@ -151,7 +151,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("catalog lint"))
     def catalog_lint(self, obj: ExposedTool) -> str:
-        from .overview import lint_entry, read_grants_of
+        from mcp_expose.operator.overview import lint_entry, read_grants_of
 
         catalog = provider.get_sync()
         entry = next((entry for entry in catalog.tools if entry.key == obj.key), None)
@@ -177,7 +177,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
 
     def try_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         """Call the tool as yourself, through the same dispatcher and policy as MCP clients."""
-        from .admin_views import try_tool
+        from mcp_expose.operator.admin_views import try_tool
 
         if not request.user.has_perm("mcp_expose.try_exposedtool"):
             raise PermissionDenied
@@ -185,7 +185,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
 
     def overview_view(self, request: HttpRequest) -> HttpResponse:
         """What a user, or an OAuth client with given scopes, would see in tools/list, and why not the rest."""
-        from .admin_views import catalog_overview
+        from mcp_expose.operator.admin_views import catalog_overview
 
         if not self.has_view_permission(request):
             raise PermissionDenied
@@ -380,9 +380,9 @@ class ToolCallAdmin(ReadOnlyAdmin):
 
     def summary_view(self, request: HttpRequest) -> HttpResponse:
         """Calls, error and denial rates, p50/p95 latency per tool, for the last day and week."""
-        from . import usage_writer
-        from .charts import bar_chart, meter
-        from .usage_report import hourly_calls, summary
+        from mcp_expose.calls import usage_writer
+        from mcp_expose.operator.charts import bar_chart, meter
+        from mcp_expose.operator.usage_report import hourly_calls, summary
 
         if not self.has_view_permission(request):
             raise PermissionDenied

@@ -13,13 +13,13 @@ class McpExposeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
-        from .conf import get_settings
-        from .discovery import autodiscover
-        from .models import ExposedTool, PromptTemplate
-        from .oauth import checks as oauth_checks  # noqa: F401
-        from .registry import registry
-        from .signals import row_saved, sync_after_migrate
+        from mcp_expose import checks  # noqa: F401  (registers the system checks)
+        from mcp_expose.core.conf import get_settings
+        from mcp_expose.declare.discovery import autodiscover
+        from mcp_expose.declare.registry import registry
+        from mcp_expose.models import ExposedTool, PromptTemplate
+        from mcp_expose.oauth import checks as oauth_checks  # noqa: F401
+        from mcp_expose.signals import row_saved, sync_after_migrate
 
         autodiscover(get_settings().AUTODISCOVER_MODULE, registry)
         problems = registry.problems()
@@ -44,8 +44,8 @@ def _watch_credentials() -> None:
     from django.apps import apps
     from django.contrib.auth import get_user_model
 
-    from .credential_cache import credentials_changed
-    from .models import ApiKey
+    from mcp_expose.access.credential_cache import credentials_changed
+    from mcp_expose.models import ApiKey
 
     user_model = get_user_model()
     models: list[type[Model]] = [ApiKey, user_model]

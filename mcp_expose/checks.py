@@ -9,10 +9,10 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
-from .adapters.middleware import middleware_factory
-from .conf import DEFAULTS, get_settings
-from .registry import CapabilityRegistry
-from .registry import registry as default_registry
+from mcp_expose.core.conf import DEFAULTS, get_settings
+from mcp_expose.declare.adapters.middleware import middleware_factory
+from mcp_expose.declare.registry import CapabilityRegistry
+from mcp_expose.declare.registry import registry as default_registry
 
 
 def declaration_messages(registry: CapabilityRegistry) -> list[checks.CheckMessage]:
@@ -126,7 +126,7 @@ def check_rows(app_configs: Any = None, databases: Any = None, **kwargs: Any) ->
     rows = _exposure_rows() if databases else None
     if rows is None:
         return []
-    from .catalog import compile_catalog
+    from mcp_expose.catalog.compiled import compile_catalog
 
     catalog = compile_catalog(default_registry, rows)
     clashes: list[checks.CheckMessage] = [
@@ -141,13 +141,13 @@ def check_rows(app_configs: Any = None, databases: Any = None, **kwargs: Any) ->
 def check_catalog_lint(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """The catalog lint as warnings, for the tools as declared: it reads no database (Django 6 passes every
     alias to every check; `check_rows`, a database check, lints what the admin's rows change)."""
-    from .catalog import compile_catalog
+    from mcp_expose.catalog.compiled import compile_catalog
 
     return _lint(compile_catalog(default_registry, {}))
 
 
 def _lint(catalog: Any) -> list[checks.CheckMessage]:
-    from .overview import lint_entry, read_grants_of
+    from mcp_expose.operator.overview import lint_entry, read_grants_of
 
     grants = read_grants_of(catalog)
     messages: list[checks.CheckMessage] = []
@@ -168,7 +168,7 @@ def _exposure_rows() -> Mapping[str, Any] | None:
     migrations)."""
     from django.db import DatabaseError
 
-    from .catalog import CatalogProvider
+    from mcp_expose.catalog.compiled import CatalogProvider
 
     try:
         return CatalogProvider._load_rows()

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from .context import InvocationContext
+from mcp_expose.core.context import InvocationContext
 
 
 @asynccontextmanager

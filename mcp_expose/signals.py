@@ -7,13 +7,13 @@ from typing import Any
 from django.apps import AppConfig
 from django.db import transaction
 
-from .catalog import provider
-from .revision import bump_revision
+from mcp_expose.catalog.compiled import provider
+from mcp_expose.catalog.revision import bump_revision
 
 
 def sync_after_migrate(sender: AppConfig, *, using: str = "default", plan: Any = None, **kwargs: Any) -> None:
     """Create rows for new capabilities once our tables are as the models expect."""
-    from .sync import sync_exposures
+    from mcp_expose.catalog.sync import sync_exposures
 
     if sender.label != "mcp_expose":
         return
@@ -32,7 +32,7 @@ def row_saved(sender: type, *, using: str = "default", **kwargs: Any) -> None:
 def catalog_changed() -> None:
     """Tell every process (through the cache) and this one (directly) to recompile, and open
     `subscriptions/listen` streams that the lists changed."""
-    from .events import announce_catalog_change
+    from mcp_expose.serving.events import announce_catalog_change
 
     revision = bump_revision()
     provider.invalidate()

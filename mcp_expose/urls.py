@@ -7,7 +7,7 @@ it, and the connect page. Mount django-oauth-toolkit itself under /o/.
 from django.urls import path
 from oauth2_provider.views import OAuthServerMetadataView
 
-from . import views
+from mcp_expose import views
 
 app_name = "mcp_expose"
 

@@ -11,9 +11,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 
-from .catalog import provider
-from .conf import get_settings
-from .oauth.resource import resource_uri
+from mcp_expose.access.protected_resource import resource_uri
+from mcp_expose.catalog.compiled import provider
+from mcp_expose.core.conf import get_settings
 
 
 def _request_headers(request: HttpRequest) -> dict[str, str]:
@@ -79,7 +79,7 @@ def approve(request: HttpRequest, confirmation_id: str) -> HttpResponse:
     from django.http import Http404
     from django.utils import timezone
 
-    from .models import Confirmation
+    from mcp_expose.models import Confirmation
 
     confirmation = Confirmation.objects.filter(pk=confirmation_id, user=cast(Any, request.user)).first()
     if confirmation is None:
@@ -119,7 +119,7 @@ def usage_summary_json(request: HttpRequest) -> HttpResponse:
     from django.core.exceptions import PermissionDenied
     from django.http import JsonResponse
 
-    from .usage_report import summary
+    from mcp_expose.operator.usage_report import summary
 
     if not request.user.has_perm("mcp_expose.view_toolcall"):
         raise PermissionDenied

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_expose.registry import CapabilityRegistry
-from mcp_expose.registry import registry as global_registry
+from mcp_expose.declare.registry import CapabilityRegistry
+from mcp_expose.declare.registry import registry as global_registry
 
 from .live import LIVE_SETTINGS, LiveServer, prepare_demo, run_server
 
@@ -95,7 +95,7 @@ def write_lock(short_busy_timeout: None) -> Iterator[sqlite3.Connection]:
 @pytest.fixture
 def spill_dir(tmp_path: Path, settings: object, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Usage rows spilled to disk go to the test's own directory, through a spill of the test's own."""
-    from mcp_expose import usage_spill
+    from mcp_expose.calls import usage_spill
 
     directory = tmp_path / "usage-spill"
     settings.MCP_EXPOSE = {**getattr(settings, "MCP_EXPOSE", {}), "USAGE_SPILL_DIR": str(directory)}

@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 import mcp_expose
-from mcp_expose.catalog import provider
+from mcp_expose.catalog.compiled import provider
 from mcp_expose.models import ApiKey, ExposedTool
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -108,7 +108,7 @@ def change_confirmation(admin_client: Client, key: str, channel: str) -> str:
 def test_the_admin_moves_confirmation_to_the_approval_page_but_never_back(
     admin_client: Client, restore_global_registry: Any
 ) -> None:
-    from mcp_expose.sync import sync_exposures
+    from mcp_expose.catalog.sync import sync_exposures
 
     def wipe(shelf: str) -> str:
         """Clear a shelf (a person must approve it on the site)."""

@@ -9,9 +9,9 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
+from mcp_expose.declare.schema import portable_types
 from mcp_expose.models import ExposedTool, ToolCall
-from mcp_expose.schema import portable_types
-from mcp_expose.tryit import form_fields, parse_submission
+from mcp_expose.operator.tryit import form_fields, parse_submission
 from project.library.seed import seed_library
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -91,8 +91,8 @@ def test_the_dashboard_draws_charts_without_scripts(boss: Client) -> None:
 
 @pytest.mark.usefixtures("spill_dir")
 def test_the_dashboard_says_how_many_usage_rows_wait_for_the_database(boss: Client) -> None:
-    from mcp_expose import usage, usage_spill
-    from mcp_expose.principal import Principal
+    from mcp_expose.calls import usage, usage_spill
+    from mcp_expose.core.principal import Principal
 
     assert 'id="usage-unwritten"' not in boss.get("/admin/mcp_expose/toolcall/summary/").content.decode()
     caller = Principal(user=None, method="local")

@@ -330,8 +330,8 @@ async def test_a_key_asked_again_with_a_new_question_is_asked_anew(server: LiveS
 
 
 def test_every_legacy_session_keeps_its_own_event_history() -> None:
-    from mcp_expose.server import build_server
-    from mcp_expose.sessions import RecentEvents, SessionManager
+    from mcp_expose.serving.server import build_server
+    from mcp_expose.serving.sessions import RecentEvents, SessionManager
 
     manager = SessionManager(app=build_server(), event_store=RecentEvents(), stateless=False)
     first, second = manager._admit_session(None), manager._admit_session(None)

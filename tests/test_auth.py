@@ -8,20 +8,12 @@ from django.contrib.auth.models import Permission, User
 from django.test import override_settings
 from django.utils import timezone
 
-from mcp_expose.auth import (
-    INVALID_TOKEN,
-    LEAKED_IN_URL,
-    MISSING,
-    TOKEN_IN_URL,
-    WRONG_SCHEME,
-    AuthFailure,
-    authenticate,
-    credential_cache,
-)
-from mcp_expose.credential_cache import credentials_revision
-from mcp_expose.credential_leaks import LEAK_REASON
+from mcp_expose.access.credential_cache import credentials_revision
+from mcp_expose.access.credential_leaks import LEAK_REASON
+from mcp_expose.access.credentials import authenticate, credential_cache
+from mcp_expose.access.failures import INVALID_TOKEN, LEAKED_IN_URL, MISSING, TOKEN_IN_URL, WRONG_SCHEME, AuthFailure
+from mcp_expose.core.principal import Principal
 from mcp_expose.models import ApiKey, CredentialLeak, hash_api_key
-from mcp_expose.principal import Principal
 
 pytestmark = pytest.mark.django_db
 
@@ -210,10 +202,10 @@ def test_the_event_loop_answers_only_what_needs_no_database(
     """`_authenticate_in_loop` (no thread hop) answers from this process's memory and the local cache, or
     says None: an unknown credential, a moved stamp, a catalog not yet compiled. A networked cache is never
     read on the loop at all."""
-    from mcp_expose.asgi import McpExposeASGI
-    from mcp_expose.catalog import CatalogProvider
-    from mcp_expose.credential_cache import CREDENTIALS_KEY
-    from mcp_expose.revision import REVISION_KEY, local_stamp_cache, read_stamps
+    from mcp_expose.access.credential_cache import CREDENTIALS_KEY
+    from mcp_expose.catalog.compiled import CatalogProvider
+    from mcp_expose.catalog.revision import REVISION_KEY, local_stamp_cache, read_stamps
+    from mcp_expose.serving.asgi import McpExposeASGI
 
     edge = McpExposeASGI(lambda *args: None, provider=CatalogProvider())
 

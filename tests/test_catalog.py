@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 import mcp_expose
-from mcp_expose.catalog import CatalogProvider, ExposureState, compile_catalog
-from mcp_expose.models import ExposedTool
-from mcp_expose.registry import CapabilityRegistry
+from mcp_expose.catalog.compiled import CatalogProvider, compile_catalog
+from mcp_expose.declare.registry import CapabilityRegistry
+from mcp_expose.models import ExposedTool, ExposureState
 
 
 def declare(registry: CapabilityRegistry, key: str, **options: Any) -> None:
@@ -80,7 +80,7 @@ def test_the_catalog_is_immutable(three: CapabilityRegistry) -> None:
 def test_provider_recompiles_only_when_the_revision_moves(
     three: CapabilityRegistry, django_assert_num_queries: Any
 ) -> None:
-    from mcp_expose.revision import bump_revision
+    from mcp_expose.catalog.revision import bump_revision
 
     provider = CatalogProvider(three)
     # Three queries per compile, whatever the number of tools: rows, their allowed clients, admin prompts.
@@ -99,7 +99,7 @@ def test_provider_recompiles_only_when_the_revision_moves(
 def test_saving_a_row_moves_the_revision_after_commit(three: CapabilityRegistry) -> None:
     from django.db import transaction
 
-    from mcp_expose.revision import current_revision
+    from mcp_expose.catalog.revision import current_revision
 
     before = current_revision()
     with transaction.atomic():
@@ -148,8 +148,8 @@ def test_the_approval_page_channel_narrows_from_either_side_and_never_widens(reg
 def test_stamps_are_read_together_and_recreated_when_lost() -> None:
     from django.core.cache import cache
 
-    from mcp_expose.credential_cache import CREDENTIALS_KEY
-    from mcp_expose.revision import REVISION_KEY, read_stamps
+    from mcp_expose.access.credential_cache import CREDENTIALS_KEY
+    from mcp_expose.catalog.revision import REVISION_KEY, read_stamps
 
     first = read_stamps(REVISION_KEY, CREDENTIALS_KEY)
     assert read_stamps(REVISION_KEY, CREDENTIALS_KEY) == first

@@ -16,8 +16,8 @@ import pytest
 from uvicorn.config import LOGGING_CONFIG
 from uvicorn.logging import AccessFormatter
 
+from mcp_expose.access.credential_leaks import LEAK_REASON
 from mcp_expose.access_log import StripQueryStrings
-from mcp_expose.credential_leaks import LEAK_REASON
 
 from .live import LIVE_SETTINGS, LiveServer, create_api_key, jsonrpc_body, manage, modern_headers, run_server
 from .oauth_client import Browser, obtain_token, refresh, register_client

@@ -20,19 +20,19 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 import mcp_expose
-from mcp_expose import ratelimit
-from mcp_expose.auth import authenticate
-from mcp_expose.catalog import Catalog, compile_catalog
-from mcp_expose.credential_cache import CREDENTIALS_KEY
-from mcp_expose.credential_cache import cache as credential_cache
-from mcp_expose.dispatch import call_tool
-from mcp_expose.edge_failures import answering_failures
+from mcp_expose.access.credential_cache import CREDENTIALS_KEY
+from mcp_expose.access.credential_cache import cache as credential_cache
+from mcp_expose.access.credentials import authenticate
+from mcp_expose.calls import ratelimit
+from mcp_expose.calls.dispatch import call_tool
+from mcp_expose.catalog.compiled import Catalog, compile_catalog
+from mcp_expose.catalog.revision import REVISION_KEY, bump_revision, copies, read_stamps
+from mcp_expose.core.outage import DependencyUnavailable
+from mcp_expose.core.principal import Principal
+from mcp_expose.core.shared_cache import breaker
+from mcp_expose.declare.registry import CapabilityRegistry
 from mcp_expose.models import ApiKey, RevisionStamp
-from mcp_expose.outage import DependencyUnavailable
-from mcp_expose.principal import Principal
-from mcp_expose.registry import CapabilityRegistry
-from mcp_expose.revision import REVISION_KEY, bump_revision, copies, read_stamps
-from mcp_expose.shared_cache import breaker
+from mcp_expose.serving.edge_failures import answering_failures
 
 from .services import RedisServer, redis_server
 
@@ -168,7 +168,7 @@ async def test_rate_limited_tools_fail_closed_and_other_tools_are_served(
 
 
 def test_a_later_round_is_not_run_while_its_single_use_cannot_be_checked(on_redis: RedisServer) -> None:
-    from mcp_expose.asking import claim_round
+    from mcp_expose.core.asking import claim_round
 
     assert claim_round("round-1") is True
     assert claim_round("round-1") is False  # a replay

@@ -17,11 +17,11 @@ from typing_extensions import TypedDict
 
 import mcp_expose
 from mcp_expose import InvocationContext, Principal, ToolError
-from mcp_expose.catalog import Catalog, compile_catalog
-from mcp_expose.dispatch import CallRequest, call_tool
-from mcp_expose.errors import Conflict, UnknownTool
-from mcp_expose.principal import anonymous_principal
-from mcp_expose.registry import CapabilityRegistry
+from mcp_expose.calls.dispatch import CallRequest, call_tool
+from mcp_expose.catalog.compiled import Catalog, compile_catalog
+from mcp_expose.core.errors import Conflict, UnknownTool
+from mcp_expose.core.principal import anonymous_principal
+from mcp_expose.declare.registry import CapabilityRegistry
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -230,7 +230,7 @@ async def test_error_details_are_sent_as_json_values_or_left_out(
 ) -> None:
     """Details are projected like results, so every path renders the same JSON; details with no JSON form
     are left out (and logged) rather than turning the tool's own error into an internal one."""
-    from mcp_expose.server import render_outcome
+    from mcp_expose.serving.server import render_outcome
 
     outcome = await call_tool(catalog, principal(), "t.refuse", {"kind": "odd_details"})
     assert outcome.failure is not None

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from mcp_expose.edge import check_body_size, check_host, check_origin, check_request, origin_allowed
+from mcp_expose.serving.edge import check_body_size, check_host, check_origin, check_request, origin_allowed
 
 
 def test_hosts_follow_allowed_hosts() -> None:

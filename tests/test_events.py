@@ -12,7 +12,7 @@ import pytest
 from channels.layers import InMemoryChannelLayer
 from mcp.server.subscriptions import ToolsListChanged
 
-from mcp_expose import events
+from mcp_expose.serving import events
 
 pytestmark = pytest.mark.anyio
 
@@ -120,7 +120,7 @@ class Revisions:
 
 @pytest.fixture
 def watched(monkeypatch: pytest.MonkeyPatch) -> Revisions:
-    from mcp_expose import revision
+    from mcp_expose.catalog import revision
 
     revisions = Revisions("r1")
     monkeypatch.setattr(revision, "current_revision", revisions)

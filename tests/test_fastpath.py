@@ -22,7 +22,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from mcp_expose.usage_report import ListingTally, list_calls
+from mcp_expose.calls.listing_count import ListingTally
+from mcp_expose.operator.usage_report import list_calls
 
 from .live import LIVE_SETTINGS, LiveServer, manage, prepare_demo, run_server
 
@@ -259,9 +260,9 @@ def test_callers_who_see_different_tools_get_different_listings(fast: LiveServer
 
 def test_callers_differing_only_in_what_no_tool_asks_share_one_encoded_listing(registry: Any) -> None:
     import mcp_expose
-    from mcp_expose.catalog import compile_catalog
-    from mcp_expose.fastpath import visibility
-    from mcp_expose.principal import Principal
+    from mcp_expose.catalog.compiled import compile_catalog
+    from mcp_expose.core.principal import Principal
+    from mcp_expose.serving.fastpath import visibility
 
     def read() -> None:
         return None
@@ -294,11 +295,11 @@ async def test_a_failed_flush_keeps_its_count_and_an_idle_tally_flushes_by_itsel
 
     import anyio
 
-    from mcp_expose import usage_report
+    from mcp_expose.calls import listing_count
 
     tally = ListingTally(flush_seconds=0.05)
     before = await counted()
-    real = usage_report.count_list_call
+    real = listing_count.count_list_call
     written = threading.Event()
 
     def database_down(count: int = 1, hour: Any = None) -> None:
@@ -308,12 +309,12 @@ async def test_a_failed_flush_keeps_its_count_and_an_idle_tally_flushes_by_itsel
         real(count, hour)
         written.set()
 
-    monkeypatch.setattr(usage_report, "count_list_call", database_down)
+    monkeypatch.setattr(listing_count, "count_list_call", database_down)
     for _ in range(3):
         with contextlib.suppress(ConnectionError):
             await tally.count()
     assert tally.pending == 3 and await counted() == before
-    monkeypatch.setattr(usage_report, "count_list_call", write)
+    monkeypatch.setattr(listing_count, "count_list_call", write)
     async with anyio.create_task_group() as group:
         group.start_soon(tally.keep_flushing)
         await anyio.to_thread.run_sync(written.wait)  # no listing arrives: the tally flushes on its own
@@ -344,12 +345,12 @@ async def test_a_flush_cancelled_while_it_writes_counts_once(
 
     import anyio
 
-    from mcp_expose import usage_report
+    from mcp_expose.calls import listing_count
 
     tally = ListingTally(flush_seconds=3600)
     before = await counted()
     writing, release, written = threading.Event(), threading.Event(), threading.Event()
-    real = usage_report.count_list_call
+    real = listing_count.count_list_call
 
     def slow_write(count: int = 1, hour: Any = None) -> None:
         writing.set()
@@ -357,7 +358,7 @@ async def test_a_flush_cancelled_while_it_writes_counts_once(
         real(count, hour)
         written.set()
 
-    monkeypatch.setattr(usage_report, "count_list_call", slow_write)
+    monkeypatch.setattr(listing_count, "count_list_call", slow_write)
     for _ in range(3):
         await tally.count()
     async with anyio.create_task_group() as group:
@@ -374,8 +375,8 @@ async def test_a_flush_cancelled_while_it_writes_counts_once(
 def test_the_listing_count_is_kept_when_the_cache_is_cleared(transactional_db: None) -> None:
     """A cache may evict or expire any key (the file cache culls at random past MAX_ENTRIES, and its
     read-then-write increment reset the key to the default five-minute timeout): the count is not kept there."""
-    from mcp_expose.process_cache import process_cache
-    from mcp_expose.usage_report import count_list_call
+    from mcp_expose.calls.listing_count import count_list_call
+    from mcp_expose.core.process_cache import process_cache
 
     before = list_calls(timedelta(hours=2))
     count_list_call(4)
@@ -384,7 +385,7 @@ def test_the_listing_count_is_kept_when_the_cache_is_cleared(transactional_db: N
 
 
 def test_the_listing_count_covers_every_hour_its_window_reaches(transactional_db: None) -> None:
-    from mcp_expose.usage_report import count_list_call, listing_hour
+    from mcp_expose.calls.listing_count import count_list_call, listing_hour
 
     count_list_call(2)
     count_list_call(7, listing_hour() - timedelta(hours=3))
@@ -398,7 +399,7 @@ def test_pruning_usage_deletes_old_listing_counts(db: None) -> None:
 
     from django.core.management import call_command
 
-    from mcp_expose.usage_report import count_list_call, listing_hour
+    from mcp_expose.calls.listing_count import count_list_call, listing_hour
 
     count_list_call(2)
     count_list_call(5, listing_hour() - timedelta(days=8))
@@ -428,13 +429,13 @@ def test_every_listing_is_counted_once_whoever_answers_it(tmp_path: Path) -> Non
             assert httpx2.post(server.mcp_url, content=body, headers=headers).status_code == 200
     # A clean shutdown, which flushes the tally (uvicorn ends by raising the signal it handled).
     assert server.process.returncode in (0, -signal.SIGTERM), server.log()
-    count = ("from datetime import timedelta; from mcp_expose.usage_report import list_calls; "
+    count = ("from datetime import timedelta; from mcp_expose.operator.usage_report import list_calls; "
              "print(list_calls(timedelta(hours=2)))")
     assert int(manage(tmp_path, "shell", "-c", count, env=LIVE_SETTINGS).stdout.split()[-1]) == 5
 
 
 async def _admitted(headers: dict[str, str], body: bytes) -> bool:
-    from mcp_expose import fastpath
+    from mcp_expose.serving import fastpath
 
     scope = {"type": "http", "method": "POST", "path": "/mcp", "query_string": b"",
              "headers": [(name.lower().encode(), value.encode()) for name, value in headers.items()]}
@@ -494,8 +495,8 @@ async def test_a_slow_call_in_sse_mode_is_kept_alive_and_a_gone_client_cancels_i
     the framing of its `_sse_event`); a disconnect cancels the call."""
     import anyio
 
-    from mcp_expose import fastpath
-    from mcp_expose.sdk_internals import borrowed
+    from mcp_expose.serving import fastpath
+    from mcp_expose.serving.sdk_internals import borrowed
 
     sdk = borrowed()
     assert sdk is not None
@@ -591,7 +592,7 @@ async def test_an_sdk_without_a_borrowed_piece_serves_everything_through_the_sdk
 
 def test_borrowed_pieces_are_checked_for_their_shape() -> None:
     """Each borrowed piece is found in this SDK; one that moved, vanished or changed shape is named as such."""
-    from mcp_expose.sdk_internals import WANTED, probe
+    from mcp_expose.serving.sdk_internals import WANTED, probe
 
     pieces, problems = probe()
     assert pieces is not None and problems == ()

@@ -277,7 +277,7 @@ async def test_postgres_stopped_for_longer_than_the_credential_cache_lasts(
 def test_the_scale_settings_take_the_credential_cache_lifetime_from_the_environment(
     data: Path, env: dict[str, str]
 ) -> None:
-    code = "from mcp_expose.conf import get_settings; print(get_settings().CREDENTIAL_CACHE_SECONDS)"
+    code = "from mcp_expose.core.conf import get_settings; print(get_settings().CREDENTIAL_CACHE_SECONDS)"
     lifetimes = [
         manage(data, "shell", "-c", code, env={**env, **extra}).stdout.strip().splitlines()[-1]
         for extra in ({}, {"MCP_SCALE_CREDENTIAL_CACHE": "2"})

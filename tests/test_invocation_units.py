@@ -17,10 +17,7 @@ from django.test import Client, override_settings
 from django.utils import timezone
 
 import mcp_expose
-from mcp_expose.asking import read_state, write_state
-from mcp_expose.catalog import compile_catalog
-from mcp_expose.chain import CallChain, DepthExceeded, InvalidChain, read_chain
-from mcp_expose.confirmation import (
+from mcp_expose.calls.confirmation import (
     CONFIRMED_KEY,
     STATE_KEY,
     ConfirmationDeclined,
@@ -31,13 +28,17 @@ from mcp_expose.confirmation import (
     check_approval_page,
     continue_confirmed,
 )
+from mcp_expose.calls.ratelimit import hit
+from mcp_expose.calls.results import ResultTooLarge, json_size, truncate
+from mcp_expose.calls.usage import describe_arguments
+from mcp_expose.catalog.compiled import compile_catalog
+from mcp_expose.core.asking import read_state, write_state
+from mcp_expose.core.chain import CallChain, DepthExceeded, InvalidChain, read_chain
+from mcp_expose.core.principal import principal_for_user
+from mcp_expose.core.rates import parse_rate, stricter_rate
+from mcp_expose.declare.registry import CapabilityRegistry
 from mcp_expose.models import Confirmation, ToolCall
-from mcp_expose.principal import principal_for_user
-from mcp_expose.ratelimit import hit, parse_rate, stricter_rate
-from mcp_expose.registry import CapabilityRegistry
-from mcp_expose.results import ResultTooLarge, json_size, truncate
-from mcp_expose.usage import describe_arguments
-from mcp_expose.usage_report import percentile, summary
+from mcp_expose.operator.usage_report import percentile, summary
 
 
 def test_chain_headers() -> None:
@@ -180,8 +181,8 @@ def test_an_elapsed_client_question_cannot_be_answered(confirmed_entry: Any, own
 
 
 def test_anonymous_callers_cannot_confirm(confirmed_entry: Any, db: None) -> None:
-    from mcp_expose.errors import AccessDenied
-    from mcp_expose.principal import anonymous_principal
+    from mcp_expose.core.errors import AccessDenied
+    from mcp_expose.core.principal import anonymous_principal
 
     with pytest.raises(AccessDenied):
         check_approval_page(confirmed_entry, anonymous_principal(), {"target": "x"}, "http://h")
@@ -315,9 +316,9 @@ def test_a_usage_log_that_cannot_be_written_never_fails_the_call(caplog: pytest.
     from django.contrib.auth.models import AnonymousUser
     from django.db import connection
 
-    from mcp_expose.catalog import provider
-    from mcp_expose.dispatch import call_tool
-    from mcp_expose.principal import Principal
+    from mcp_expose.calls.dispatch import call_tool
+    from mcp_expose.catalog.compiled import provider
+    from mcp_expose.core.principal import Principal
 
     principal = Principal(user=AnonymousUser(), scopes=frozenset({"mcp"}), method="local")
     with connection.cursor() as cursor:

@@ -9,9 +9,9 @@ import anyio
 import pytest
 from django.test import override_settings
 
-from mcp_expose import usage_writer
-from mcp_expose.asgi import McpExposeASGI
-from mcp_expose.catalog import CatalogProvider
+from mcp_expose.calls import usage_writer
+from mcp_expose.catalog.compiled import CatalogProvider
+from mcp_expose.serving.asgi import McpExposeASGI
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 

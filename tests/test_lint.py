@@ -8,10 +8,10 @@ import pytest
 from django.test import override_settings
 
 import mcp_expose
-from mcp_expose.catalog import Catalog, compile_catalog
+from mcp_expose.catalog.compiled import Catalog, compile_catalog
 from mcp_expose.checks import check_catalog_lint, check_rows
-from mcp_expose.overview import HEAVY_DEFINITION_TOKENS, lint_entry, read_grants_of
-from mcp_expose.registry import CapabilityRegistry
+from mcp_expose.declare.registry import CapabilityRegistry
+from mcp_expose.operator.overview import HEAVY_DEFINITION_TOKENS, lint_entry, read_grants_of
 
 HIERARCHY = {"MCP_EXPOSE": {"BASE_SCOPE": "mcp", "SCOPE_HIERARCHY": {"shop:write": ["shop:read"]}}}
 

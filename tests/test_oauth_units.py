@@ -10,15 +10,20 @@ from django.core import checks
 from django.test import override_settings
 
 import mcp_expose
-from mcp_expose.catalog import compile_catalog
-from mcp_expose.consent import consent_details
+from mcp_expose.access.protected_resource import (
+    bearer_challenge,
+    canonical_uri,
+    metadata_url,
+    protected_resource_metadata,
+)
+from mcp_expose.access.scopes import expand_scopes
+from mcp_expose.access.stepup import may_be_tool_call, missing_scopes, tool_call_name
+from mcp_expose.catalog.compiled import compile_catalog
+from mcp_expose.core.principal import Principal
+from mcp_expose.declare.registry import CapabilityRegistry
 from mcp_expose.oauth.checks import check_oauth_settings
-from mcp_expose.oauth.resource import bearer_challenge, canonical_uri, metadata_url, protected_resource_metadata
 from mcp_expose.oauth.settings import oauth2_provider_settings
-from mcp_expose.principal import Principal
-from mcp_expose.registry import CapabilityRegistry
-from mcp_expose.scopes import expand_scopes
-from mcp_expose.stepup import may_be_tool_call, missing_scopes, tool_call_name
+from mcp_expose.operator.consent import consent_details
 
 
 def test_scopes_expand_transitively_and_survive_cycles() -> None:

@@ -14,11 +14,11 @@ import pytest
 from django.db import OperationalError, connection, connections
 
 import mcp_expose
-from mcp_expose.catalog import Catalog, compile_catalog
-from mcp_expose.dispatch import call_tool
-from mcp_expose.outage import database_unavailable
-from mcp_expose.principal import Principal
-from mcp_expose.registry import CapabilityRegistry
+from mcp_expose.calls.dispatch import call_tool
+from mcp_expose.catalog.compiled import Catalog, compile_catalog
+from mcp_expose.core.outage import database_unavailable
+from mcp_expose.core.principal import Principal
+from mcp_expose.declare.registry import CapabilityRegistry
 
 from .live import free_port
 

@@ -20,9 +20,9 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache
 from django.test import override_settings
 
-from mcp_expose import ratelimit
-from mcp_expose.process_cache import process_cache
-from mcp_expose.revision import REVISION_KEY, read_stamps
+from mcp_expose.calls import ratelimit
+from mcp_expose.catalog.revision import REVISION_KEY, read_stamps
+from mcp_expose.core.process_cache import process_cache
 
 REDIS_URL = os.environ.get("MCP_SCALE_REDIS", "redis://127.0.0.1:6379/0")
 
@@ -82,7 +82,7 @@ def test_a_backend_not_known_to_be_shareable_is_used_as_django_hands_it_out():
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_a_forked_child_builds_its_own_backend_even_while_the_parent_was_building_one():
-    from mcp_expose import process_cache as module
+    from mcp_expose.core import process_cache as module
 
     parent = process_cache()
     with module._building, warnings.catch_warnings():

@@ -8,10 +8,10 @@ from django.test import override_settings
 
 import mcp_expose
 from mcp_expose.checks import declaration_messages
-from mcp_expose.context import InvocationContext
-from mcp_expose.discovery import autodiscover
-from mcp_expose.errors import DeclarationError, InvalidInput
-from mcp_expose.registry import CapabilityRegistry
+from mcp_expose.core.context import InvocationContext
+from mcp_expose.core.errors import DeclarationError, InvalidInput
+from mcp_expose.declare.discovery import autodiscover
+from mcp_expose.declare.registry import CapabilityRegistry
 
 
 def declare(registry: CapabilityRegistry, key: str, **options: Any) -> Any:

@@ -11,12 +11,12 @@ from django.contrib.auth.models import AnonymousUser
 from mcp import MCPError
 
 import mcp_expose
-from mcp_expose.catalog import compile_catalog, provider
-from mcp_expose.errors import DeclarationError, InvalidInput
+from mcp_expose.calls.reading import ReadFailed, UnknownPrompt, UnknownResource, complete, get_prompt, read_resource
+from mcp_expose.catalog.compiled import compile_catalog, provider
+from mcp_expose.core.errors import DeclarationError, InvalidInput
+from mcp_expose.core.principal import Principal
+from mcp_expose.declare.registry import CapabilityRegistry
 from mcp_expose.models import ExposedTool
-from mcp_expose.principal import Principal
-from mcp_expose.reading import ReadFailed, UnknownPrompt, UnknownResource, complete, get_prompt, read_resource
-from mcp_expose.registry import CapabilityRegistry
 from project.library.mcp import COVER_PNG
 from project.library.models import Book
 from project.library.seed import seed_library

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from mcp_expose.results import MAX_DEPTH, ProjectionError, compact_json, structured, to_json_value
+from mcp_expose.calls.results import MAX_DEPTH, ProjectionError, compact_json, structured, to_json_value
 
 
 class Size(enum.Enum):

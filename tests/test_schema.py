@@ -10,8 +10,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
 from mcp_expose import InvocationContext, Principal
-from mcp_expose.errors import DeclarationError, InvalidInput
-from mcp_expose.schema import SchemaSignature, bounded, build_signature, generated_signature, portable_types, thaw
+from mcp_expose.core.errors import DeclarationError, InvalidInput
+from mcp_expose.declare.schema import (
+    SchemaSignature,
+    bounded,
+    build_signature,
+    generated_signature,
+    portable_types,
+    thaw,
+)
 
 
 def schema_of(func: Any) -> dict[str, Any]:
@@ -202,7 +209,7 @@ def test_compiled_schemas_are_read_only() -> None:
 def test_nested_serializers_are_inlined_and_self_nesting_is_refused() -> None:
     from rest_framework import serializers
 
-    from mcp_expose.adapters.field_schema import serializer_input_schema
+    from mcp_expose.declare.adapters.field_schema import serializer_input_schema
 
     class Address(serializers.Serializer):
         street = serializers.CharField(max_length=50, help_text="Street and number.")
@@ -341,7 +348,7 @@ def test_unknown_nested_keys_are_refused_with_their_paths() -> None:
 def test_drf_mappings_and_json_fields_stay_open_while_nested_serializers_are_closed() -> None:
     from rest_framework import serializers
 
-    from mcp_expose.adapters.field_schema import serializer_input_schema
+    from mcp_expose.declare.adapters.field_schema import serializer_input_schema
 
     class Inner(serializers.Serializer):
         note = serializers.CharField()
@@ -387,7 +394,7 @@ def test_serializer_schemas_name_one_type_per_branch_and_accept_what_type_arrays
     type each, which hosts with single-type schema dialects accept; validation is value for value the same."""
     from rest_framework import serializers
 
-    from mcp_expose.adapters.field_schema import serializer_input_schema
+    from mcp_expose.declare.adapters.field_schema import serializer_input_schema
 
     class Loan(serializers.Serializer):
         book = serializers.PrimaryKeyRelatedField(queryset=[], help_text="The book.")
@@ -467,7 +474,7 @@ def test_portable_types_keeps_what_is_not_a_type_array() -> None:
 
 
 def test_an_explicit_input_schema_is_served_as_written() -> None:
-    from mcp_expose.schema import explicit_signature
+    from mcp_expose.declare.schema import explicit_signature
 
     schema = {"type": "object", "properties": {"n": {"type": ["integer", "null"]}}, "additionalProperties": False}
     signature = explicit_signature(lambda n: n, schema, origin="t")

@@ -10,11 +10,11 @@ from django.contrib.auth.models import AnonymousUser
 from mcp import Client, MCPError
 
 import mcp_expose
-from mcp_expose.catalog import Catalog, compile_catalog
-from mcp_expose.dispatch import ToolFailure, ToolOutcome
-from mcp_expose.principal import Principal
-from mcp_expose.registry import CapabilityRegistry
-from mcp_expose.server import build_server, render_outcome
+from mcp_expose.calls.dispatch import ToolFailure, ToolOutcome
+from mcp_expose.catalog.compiled import Catalog, compile_catalog
+from mcp_expose.core.principal import Principal
+from mcp_expose.declare.registry import CapabilityRegistry
+from mcp_expose.serving.server import build_server, render_outcome
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from django.core.cache.backends.filebased import FileBasedCache
 
-from mcp_expose import stamp_files
-from mcp_expose.revision import REVISION_TIMEOUT, read_stamps
+from mcp_expose.catalog import stamp_files
+from mcp_expose.catalog.revision import REVISION_TIMEOUT, read_stamps
 
 KEY = "mcp_expose:test-stamp"
 

@@ -18,7 +18,7 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from mcp_expose.capacity import CAPACITY_REACHED
+from mcp_expose.serving.capacity import CAPACITY_REACHED
 
 from .live import HANG_GUARD_SECONDS, LIVE_SETTINGS, LiveServer, create_api_key, manage, prepare_demo, run_server
 from .mcp_client import connect

@@ -23,10 +23,10 @@ import pytest
 from django.contrib.auth.models import AnonymousUser, User
 from django.utils import timezone
 
-from mcp_expose import usage, usage_spill, usage_writer
+from mcp_expose.calls import usage, usage_spill, usage_writer
+from mcp_expose.calls.usage import CallRecord
+from mcp_expose.core.principal import Principal
 from mcp_expose.models import ToolCall
-from mcp_expose.principal import Principal
-from mcp_expose.usage import CallRecord
 
 # The writer thread has its own connection; spilled rows go to the test's own directory.
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("spill_dir")]

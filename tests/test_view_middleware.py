@@ -18,8 +18,8 @@ from django.template.response import SimpleTemplateResponse
 from django.test import override_settings
 from django.utils.deprecation import MiddlewareMixin
 
-from mcp_expose.adapters.middleware import run_view, view_chain
 from mcp_expose.checks import check_settings
+from mcp_expose.declare.adapters.middleware import run_view, view_chain
 
 from .live import LIVE_SETTINGS, LiveServer, run_server
 from .mcp_client import MODES, connect

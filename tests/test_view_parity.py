@@ -28,13 +28,13 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from mcp_expose import expose_view
-from mcp_expose.catalog import compile_catalog
-from mcp_expose.content import ContentBundle, EmbeddedResource
-from mcp_expose.dispatch import ToolOutcome, call_tool
-from mcp_expose.errors import DeclarationError
-from mcp_expose.principal import Principal, principal_for_user
-from mcp_expose.registry import CapabilityRegistry
-from mcp_expose.schema import thaw
+from mcp_expose.calls.dispatch import ToolOutcome, call_tool
+from mcp_expose.catalog.compiled import compile_catalog
+from mcp_expose.core.content import ContentBundle, EmbeddedResource
+from mcp_expose.core.errors import DeclarationError
+from mcp_expose.core.principal import Principal, principal_for_user
+from mcp_expose.declare.registry import CapabilityRegistry
+from mcp_expose.declare.schema import thaw
 from project.library import api as library_api
 from project.library.models import Author, Book, Loan
 from tests.apps.parity import api
@@ -312,7 +312,7 @@ def test_every_4xx_has_a_code_of_its_own(people: dict[str, Any], catalog: Any) -
 
 @override_settings(ALLOWED_HOSTS=["localhost", "library.example.org"])
 def test_links_follow_the_base_url_when_there_is_no_host(people: dict[str, Any], catalog: Any) -> None:
-    from mcp_expose.dispatch import CallRequest
+    from mcp_expose.calls.dispatch import CallRequest
 
     plain = mcp(catalog, people["alice"], "parity.link", {})
     assert plain.value == {"link": "http://localhost/api/books/"}

@@ -14,14 +14,14 @@ from django.core.cache import cache
 from django.test import Client
 
 from mcp_expose import ModelTools
-from mcp_expose.catalog import provider
-from mcp_expose.declare_models import ACTIONS as MODEL_ACTIONS
-from mcp_expose.dispatch import ToolOutcome, call_tool
-from mcp_expose.errors import DeclarationError, UnknownTool
-from mcp_expose.principal import Principal, principal_for_user
-from mcp_expose.registry import CapabilityRegistry
-from mcp_expose.schema import thaw
-from mcp_expose.scopes import expand_scopes
+from mcp_expose.access.scopes import expand_scopes
+from mcp_expose.calls.dispatch import ToolOutcome, call_tool
+from mcp_expose.catalog.compiled import provider
+from mcp_expose.core.errors import DeclarationError, UnknownTool
+from mcp_expose.core.principal import Principal, principal_for_user
+from mcp_expose.declare.model_tools import ACTIONS as MODEL_ACTIONS
+from mcp_expose.declare.registry import CapabilityRegistry
+from mcp_expose.declare.schema import thaw
 from project.library.models import Author, Book, Loan
 from project.library.seed import seed_library
 

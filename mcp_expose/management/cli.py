@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
-from ..catalog import Catalog
-from ..principal import Principal, principal_for_user
+from mcp_expose.catalog.compiled import Catalog
+from mcp_expose.core.principal import Principal, principal_for_user
 
 
 def local_principal(username: str, scopes: str | None, catalog: Catalog, via: str = "command") -> Principal:

@@ -4,8 +4,8 @@ from typing import Any
 
 from django import template
 
-from ..catalog import provider
-from ..consent import ConsentDetails, consent_details
+from mcp_expose.catalog.compiled import provider
+from mcp_expose.operator.consent import ConsentDetails, consent_details
 
 register = template.Library()
 
@@ -18,7 +18,7 @@ def mcp_consent(application: Any, redirect_uri: str, scopes: list[str]) -> Conse
 
 @register.simple_tag
 def mcp_server_title() -> str:
-    from ..conf import get_settings
+    from mcp_expose.core.conf import get_settings
 
     conf = get_settings()
     return str(conf.SERVER_TITLE or conf.SERVER_NAME)

@@ -6,7 +6,7 @@ from django.shortcuts import render
 from django.urls import reverse_lazy
 from django.views.generic import CreateView, ListView
 
-from mcp_expose.conf import get_settings
+from mcp_expose.core.conf import get_settings
 
 from .models import Author, Book, Loan
 

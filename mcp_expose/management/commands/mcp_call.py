@@ -6,11 +6,11 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandError
 
-from ...catalog import provider
-from ...dispatch import CallRequest, call_tool
-from ...errors import UnknownTool
-from ...server import render_outcome
-from ..cli import local_principal
+from mcp_expose.calls.dispatch import CallRequest, call_tool
+from mcp_expose.catalog.compiled import provider
+from mcp_expose.core.errors import UnknownTool
+from mcp_expose.management.cli import local_principal
+from mcp_expose.serving.server import render_outcome
 
 
 class Command(BaseCommand):

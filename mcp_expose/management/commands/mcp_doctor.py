@@ -6,7 +6,7 @@ from typing import Any
 import httpx2
 from django.core.management.base import BaseCommand
 
-from ...doctor import diagnose
+from mcp_expose.operator.doctor import diagnose
 
 
 class Command(BaseCommand):

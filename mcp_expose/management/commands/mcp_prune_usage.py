@@ -15,7 +15,7 @@ class Command(BaseCommand):
         parser.add_argument("--batch-size", type=int, default=1000, help="Rows deleted per statement (default 1000).")
 
     def handle(self, *args: Any, days: int, batch_size: int, **options: Any) -> None:
-        from ...models import Confirmation, ListingCount, ToolCall
+        from mcp_expose.models import Confirmation, ListingCount, ToolCall
 
         if days < 0 or batch_size < 1:
             raise CommandError("--days must be 0 or more and --batch-size at least 1.")

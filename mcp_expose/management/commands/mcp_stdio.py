@@ -6,9 +6,9 @@ import anyio
 from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand
 
-from ...catalog import provider
-from ...server import build_server, listing_tally
-from ..cli import local_principal
+from mcp_expose.catalog.compiled import provider
+from mcp_expose.management.cli import local_principal
+from mcp_expose.serving.server import build_server, listing_tally
 
 
 class Command(BaseCommand):
@@ -34,7 +34,7 @@ class Command(BaseCommand):
         from mcp.server.stdio import stdio_server
         from mcp.server.subscriptions import InMemorySubscriptionBus
 
-        from ...events import ChangeRelay
+        from mcp_expose.serving.events import ChangeRelay
 
         async def resolve(ctx: Any) -> Any:
             # Every request sees admin changes: the catalog rechecks its revision stamp each time.

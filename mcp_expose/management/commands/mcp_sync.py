@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from ...signals import catalog_changed
-from ...sync import sync_exposures
+from mcp_expose.catalog.sync import sync_exposures
+from mcp_expose.signals import catalog_changed
 
 
 class Command(BaseCommand):

@@ -5,10 +5,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from ...catalog import provider
-from ...policy import decide
-from ...server import tool_definition
-from ..cli import local_principal
+from mcp_expose.access.policy import decide
+from mcp_expose.catalog.compiled import provider
+from mcp_expose.management.cli import local_principal
+from mcp_expose.serving.server import tool_definition
 
 
 class Command(BaseCommand):

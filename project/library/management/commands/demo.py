@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from mcp_expose.conf import get_settings
+from mcp_expose.core.conf import get_settings
 from mcp_expose.models import ApiKey
 
 from ...seed import seed_library

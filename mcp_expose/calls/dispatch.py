@@ -1,0 +1,392 @@
+"""One path for every tool call: lookup, policy, rate limit, validation, confirmation, invocation,
+projection, and the usage row.
+
+It knows nothing about HTTP or the MCP SDK; the server and the management
+commands both call `call_tool` and render its `ToolOutcome`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import anyio
+from asgiref.sync import sync_to_async
+from django.core.exceptions import ObjectDoesNotExist
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+
+from mcp_expose.access.policy import decide
+from mcp_expose.calls import confirmation, ratelimit, usage, usage_writer
+from mcp_expose.calls.confirmation import StaleConfirmation
+from mcp_expose.calls.invoke import ToolTimeout, invoke
+from mcp_expose.calls.results import ProjectionError, ResultTooLarge, compact_json, json_size, to_json_value, truncate
+from mcp_expose.catalog.compiled import Catalog, ToolEntry
+from mcp_expose.core import asking
+from mcp_expose.core.asking import ClientInput, Elicit, InputRequired, MissingClientCapability, read_state
+from mcp_expose.core.chain import CallChain
+from mcp_expose.core.conf import get_settings
+from mcp_expose.core.content import ContentBundle
+from mcp_expose.core.context import InvocationContext, LogSender, ProgressReporter, no_log, no_progress
+from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.errors import AccessDenied, InvalidInput, NotFound, ToolError, Unavailable, UnknownTool
+from mcp_expose.core.outage import dependency_of, outage
+from mcp_expose.core.principal import Principal
+from mcp_expose.declare.registry import APPROVAL_PAGE_CHANNEL, Signature
+
+logger = logging.getLogger("mcp_expose.dispatch")
+
+INTERNAL_MESSAGE = "The tool failed unexpectedly. Quote the incident id when reporting this."
+# Outcome codes a usage row keeps; anticipated errors of other codes are recorded as "tool_error".
+RECORDED_CODES = frozenset({
+    "invalid_input", "permission_denied", "not_found", "conflict", "rate_limited", "timeout",
+    "confirmation_required", "input_required", "internal",
+})
+# Raised through the dispatcher to the transport, which answers them in protocol terms.
+CLIENT_QUESTIONS = (InputRequired, MissingClientCapability)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFailure:
+    code: str
+    message: str
+    details: Any = None
+    incident: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details is not None:
+            data["details"] = self.details
+        if self.incident is not None:
+            data["incident"] = self.incident
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    entry: ToolEntry
+    value: Any = None
+    failure: ToolFailure | None = None
+    # Set when the client must answer questions first (2026-07-28): a confirmation, or the tool's own.
+    input_required: InputRequired | None = None
+    # The value's compact JSON when it was made to measure the value (the text block, when it is an object).
+    text: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and self.input_required is None
+
+
+@dataclass(frozen=True, slots=True)
+class CallRequest:
+    """What the transport knows about a call, beyond name and arguments."""
+
+    protocol_version: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    report_progress: ProgressReporter = no_progress
+    send_log: LogSender = no_log
+    # Closes this call's SSE stream for a polling client (2025-11-25 stateful sessions only).
+    close_stream: Callable[[], Awaitable[None]] | None = None
+    chain: CallChain = field(default_factory=CallChain)
+    # How this call may ask its client for input, and the answers it already has.
+    client: ClientInput = field(default_factory=ClientInput)
+    # The unsealed request state of a repeated call (None on a first round).
+    request_state: str | None = None
+    # scheme://host of this server, for links (the approval page).
+    base_url: str = ""
+    client_address: str | None = None
+
+    @property
+    def can_elicit(self) -> bool:
+        """Whether the client can answer a form in an `input_required` result on this request."""
+        return self.client.rounds and not self.client.missing_capabilities({"form": CONFIRM_QUESTION})
+
+
+CONFIRM_QUESTION = Elicit(message="", schema={})
+
+
+def invocation_context(entry: ToolEntry, principal: Principal, request: CallRequest) -> InvocationContext:
+    return InvocationContext(
+        tool_name=entry.name,
+        principal=principal,
+        protocol_version=request.protocol_version,
+        headers=request.headers,
+        report_progress_callback=request.report_progress,
+        chain=request.chain,
+        client_address=request.client_address,
+        client=request.client,
+        send_log=request.send_log,
+        close_stream_callback=request.close_stream,
+        base_url=request.base_url,
+    )
+
+
+def failure_for(entry: ToolEntry, exc: Exception) -> ToolFailure:
+    """The client-safe failure for an exception raised by a capability (anticipated or not)."""
+    if isinstance(exc, ToolError):
+        return _anticipated(entry, exc)
+    if isinstance(exc, DjangoPermissionDenied):
+        return _anticipated(entry, AccessDenied(_safe_text(exc) or None))
+    if isinstance(exc, ObjectDoesNotExist):
+        return _anticipated(entry, NotFound(_not_found_message(exc)))
+    if isinstance(exc, DjangoValidationError):
+        return _anticipated(entry, InvalidInput(details=_validation_details(exc)))
+    if isinstance(exc, ProjectionError):
+        return _unexpected(entry, exc, "its result cannot be sent as JSON")
+    if dependency_of(exc) is not None:
+        return _unavailable(entry, exc)
+    return _unexpected(entry, exc, "it raised")
+
+
+def resolve_tool(catalog: Catalog, principal: Principal, name: str) -> ToolEntry:
+    """The entry the caller may call, or `UnknownTool`: missing, disabled and forbidden look alike."""
+    entry = catalog.get(name)
+    if entry is None or not decide(principal, entry).allowed:
+        raise UnknownTool(name)
+    return entry
+
+
+async def call_tool(
+    catalog: Catalog,
+    principal: Principal,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    request: CallRequest | None = None,
+) -> ToolOutcome:
+    """Run one call and record it. Raises `UnknownTool` and `StaleConfirmation`; every other failure
+    becomes the outcome's `failure`. Cancellation propagates, and is recorded too."""
+    request = request or CallRequest()
+    started = time.perf_counter()
+    record = usage.CallRecord(
+        tool_name=name,
+        principal=principal,
+        depth=request.chain.depth,
+        conversation_id=request.chain.conversation_id or "",
+        protocol_version=request.protocol_version or "",
+    )
+    try:
+        entry = resolve_tool(catalog, principal, name)
+        record.tool_key = entry.key
+        record.argument_bytes, record.argument_keys, record.argument_values = usage.describe_arguments(
+            arguments, entry.log_argument_values
+        )
+        outcome = await _run(entry, principal, arguments or {}, request)
+        if outcome.ok:
+            outage.ended()
+        _describe_outcome(record, outcome)
+        return outcome
+    except UnknownTool:
+        record.outcome = "unknown_tool"
+        raise
+    except MissingClientCapability:
+        record.outcome, record.error_code = "tool_error", "missing_client_capability"
+        raise
+    except StaleConfirmation:
+        record.outcome, record.error_code = "declined", "stale_confirmation"
+        raise
+    except BaseException:
+        record.outcome = "cancelled"
+        raise
+    finally:
+        record.duration_ms = (time.perf_counter() - started) * 1000
+        if not usage_writer.queue_or_none(record):  # no batching writer in this process: write it now
+            with anyio.CancelScope(shield=True):
+                await sync_to_async(usage.write, thread_sensitive=False)(record)
+
+
+def _describe_outcome(record: usage.CallRecord, outcome: ToolOutcome) -> None:
+    if outcome.input_required is not None:
+        asked = outcome.input_required.questions
+        record.outcome = "confirmation_required" if confirmation.CONFIRM_FIELD in asked and \
+            outcome.entry.requires_confirmation else "input_required"
+    elif outcome.failure is not None:
+        code = outcome.failure.code
+        record.error_code = code
+        record.incident = outcome.failure.incident or ""
+        record.outcome = "declined" if code == "confirmation_declined" else code if code in RECORDED_CODES else "tool_error"
+    else:
+        record.outcome = "ok"
+        value = outcome.value
+        record.result_bytes = value.size if isinstance(value, ContentBundle) else \
+            len(outcome.text.encode()) if outcome.text is not None else json_size(value)
+
+
+_hit_in_thread = sync_to_async(ratelimit.hit, thread_sensitive=False)
+
+
+async def _run(
+    entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest
+) -> ToolOutcome:
+    try:
+        await claim_round(request)
+        # A later round is the same call continued (each round answerable once), counted in its first round.
+        if entry.rate_limit is not None and request.request_state is None:
+            decision = await _hit_in_thread(
+                entry.key, caller_identity(principal), entry.rate_limit
+            )
+            if not decision.allowed:
+                return _refused(
+                    entry, "rate_limited", f"Too many calls. Try again in {decision.retry_after} seconds.",
+                    {"retry_after": decision.retry_after},
+                )
+        validated = await validate(entry, principal, arguments, request)
+        if entry.requires_confirmation:
+            await _confirm(entry, principal, arguments, request)
+        value = await invoke(entry, validated, invocation_context(entry, principal, request))
+        if isinstance(value, ContentBundle):
+            if value.size > entry.max_result_bytes:
+                raise ResultTooLarge(f"the content is {value.size} bytes; the limit is {entry.max_result_bytes}")
+            return ToolOutcome(entry, value=value)
+        text = compact_json(value)  # made once: its size decides truncation, and it is the text block of an object
+        if len(text.encode()) <= entry.max_result_bytes:
+            return ToolOutcome(entry, value=value, text=text)
+        return ToolOutcome(entry, value=truncate(value, entry.max_result_bytes, has_output_schema=entry.output_schema is not None))
+    except ToolTimeout as exc:
+        return _refused(entry, "timeout", exc.message, {"timeout_seconds": exc.seconds})
+    except ResultTooLarge as exc:
+        return ToolOutcome(entry, failure=_unexpected(entry, exc, "its result is over the size limit"))
+    except InputRequired as exc:
+        return ToolOutcome(entry, input_required=exc)
+    except (StaleConfirmation, MissingClientCapability):
+        raise
+    except Exception as exc:  # noqa: BLE001  (the edge of the capability: everything else is a bug)
+        return ToolOutcome(entry, failure=failure_for(entry, exc))
+
+
+async def validate(
+    entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest
+) -> dict[str, Any]:
+    """The arguments checked against the schema that applies to this caller. A refusal from a view's
+    schema is completed with the view's own errors (as HTTP reports them all at once), in a worker thread."""
+    signature: Signature = entry.capability.signature
+    if signature.varies_by_caller:
+        for_caller = tidies_connections(signature.for_caller)
+        signature = cast("Signature", await sync_to_async(for_caller, thread_sensitive=False)(principal))
+    try:
+        return signature.validate_arguments(arguments)
+    except InvalidInput as refusal:
+        if not signature.explains_refusals:
+            raise
+        context = invocation_context(entry, principal, request)
+        explain = tidies_connections(signature.explain_refusal)
+        raise await sync_to_async(explain, thread_sensitive=False)(refusal, arguments, context) from None
+
+
+async def claim_round(request: CallRequest) -> None:
+    """A repeated call answers one round, once: a replayed request state is refused (`StaleConfirmation`)."""
+    round_id = request.client.round_id
+    if request.request_state is not None and round_id is not None:
+        if not await sync_to_async(asking.claim_round, thread_sensitive=False)(round_id):
+            raise StaleConfirmation("this round was already answered")
+
+
+async def _confirm(
+    entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest
+) -> None:
+    """Return to run now; raise `InputRequired` for the form, or a ToolError (required, declined).
+
+    A tool confirmed on the approval page only never reads the client's answers: an elicitation
+    `accept` from a client that answers by itself is not a person's yes."""
+    client = request.client
+    state = read_state(request.request_state)
+    if confirmation.CONFIRMED_KEY in state and request.request_state is not None:
+        # A later round: the tool asked its client more after the person said yes.
+        await sync_to_async(confirmation.continue_confirmed, thread_sensitive=False)(
+            entry, principal, arguments, request.request_state
+        )
+        return
+    if entry.confirmation_channel == APPROVAL_PAGE_CHANNEL or not request.can_elicit:
+        approved = await sync_to_async(confirmation.check_approval_page, thread_sensitive=False)(
+            entry, principal, arguments, request.base_url
+        )
+        # Questions the tool asks next carry the approval, so a later round needs no second one.
+        client.carried = {confirmation.CONFIRMED_KEY: approved}
+        return
+    if confirmation.STATE_KEY not in state:
+        raise await sync_to_async(confirmation.ask_in_client, thread_sensitive=False)(entry, principal, arguments)
+    assert request.request_state is not None  # the state names the question answered
+    ran = await sync_to_async(confirmation.answer_from_client, thread_sensitive=False)(
+        entry, principal, arguments, request.request_state, _accepted(client.answers.pop(confirmation.CONFIRM_FIELD, None))
+    )
+    if not ran:
+        raise confirmation.ConfirmationDeclined("The user declined the call.")
+    # Questions the tool asks next carry the accepted confirmation, not the answered question.
+    client.carried = {confirmation.CONFIRMED_KEY: state[confirmation.STATE_KEY]}
+
+
+def _accepted(given: Any) -> bool:
+    """The person's yes, from the answers to the confirmation question (by question digest: there is one)."""
+    answer = next(iter(given.values()), None) if isinstance(given, Mapping) else None
+    if not isinstance(answer, Mapping) or answer.get("action") != "accept":
+        return False
+    return (answer.get("content") or {}).get(confirmation.CONFIRM_FIELD) is True
+
+
+def caller_identity(principal: Principal) -> str:
+    if principal.method == "api_key":
+        return f"key:{principal.api_key_id}"
+    user_pk = getattr(principal.user, "pk", None)
+    if principal.method == "oauth":
+        return f"oauth:{principal.client_id}:{user_pk}"
+    return f"{principal.method}:{user_pk}"
+
+
+def _refused(entry: ToolEntry, code: str, message: str, details: Any) -> ToolOutcome:
+    logger.info("Tool %s refused the call: %s", entry.name, code)
+    return ToolOutcome(entry, failure=ToolFailure(code=code, message=message, details=details))
+
+
+def _anticipated(entry: ToolEntry, exc: ToolError) -> ToolFailure:
+    logger.info("%s %s refused the call: %s (%s)", entry.kind.capitalize(), entry.name, exc.code, exc.message)
+    try:
+        details = to_json_value(exc.details)  # as a result is: the same JSON whoever renders it
+    except ProjectionError as problem:
+        logger.warning("%s %s gave error details with no JSON form (%s): sent without them",
+                       entry.kind.capitalize(), entry.name, problem)
+        details = None
+    return ToolFailure(code=exc.code, message=exc.message, details=details)
+
+
+def _unavailable(entry: ToolEntry, exc: BaseException) -> ToolFailure:
+    """A database locked or unreachable, or a shared cache unreachable, right now: retryable, logged once
+    per outage rather than per call (the cache's breaker logs its own)."""
+    retry_after = get_settings().UNAVAILABLE_RETRY_AFTER
+    logger.info("%s %s refused the call: unavailable", entry.kind.capitalize(), entry.name)
+    if dependency_of(exc) == "database":
+        outage.refused(f"{entry.kind} {entry.name}", exc)
+        message = f"The database is busy or unreachable; retry after {retry_after} s."
+    else:
+        message = (f"The shared cache this tool needs (for its rate limit, or to answer a round once) is "
+                   f"unreachable; retry after {retry_after} s.")
+    error = Unavailable(message, retry_after=retry_after)
+    return ToolFailure(code=error.code, message=error.message, details=error.details)
+
+
+def _unexpected(entry: ToolEntry, exc: BaseException, what: str) -> ToolFailure:
+    incident = uuid.uuid4().hex[:16]
+    logger.error("Tool %s failed: %s (incident %s)", entry.name, what, incident, exc_info=exc)
+    return ToolFailure(code="internal", message=INTERNAL_MESSAGE, incident=incident)
+
+
+def _safe_text(exc: BaseException) -> str:
+    """Django's PermissionDenied message is written for the user, as in a 403 page."""
+    return str(exc) if exc.args and isinstance(exc.args[0], str) else ""
+
+
+def _not_found_message(exc: ObjectDoesNotExist) -> str:
+    model = getattr(type(exc), "__qualname__", "").removesuffix(".DoesNotExist")
+    return f"{model} not found." if model and model != "ObjectDoesNotExist" else NotFound.default_message
+
+
+def _validation_details(exc: DjangoValidationError) -> list[dict[str, str]]:
+    if hasattr(exc, "error_dict"):
+        return [
+            {"path": f"$.{field_name}" if field_name != "__all__" else "$", "message": message}
+            for field_name, errors in exc.message_dict.items()
+            for message in errors
+        ]
+    return [{"path": "$", "message": message} for message in exc.messages]

@@ -1,0 +1,285 @@
+"""The catalog: an immutable join of declarations and exposure rows.
+
+`compile_catalog` is pure (no database, no cache), so every rule about what is
+served can be tested without either. `CatalogProvider` is the only code that
+reads rows, and it recompiles only when the revision stamp changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from mcp_expose.catalog.revision import current_revision
+from mcp_expose.core.conf import get_settings
+from mcp_expose.core.outage import database_unavailable, outage
+from mcp_expose.core.rates import stricter_rate
+from mcp_expose.declare.names import name_problem
+from mcp_expose.declare.prompt_templates import capability_for
+from mcp_expose.declare.registry import (
+    APPROVAL_PAGE_CHANNEL,
+    CLIENT_CHANNEL,
+    TOOL_KINDS,
+    Annotations,
+    Capability,
+    CapabilityRegistry,
+    ConfirmationChannel,
+)
+from mcp_expose.declare.registry import registry as default_registry
+from mcp_expose.declare.uri_templates import is_template, match
+from mcp_expose.models import ExposureState
+
+logger = logging.getLogger("mcp_expose.catalog")
+
+
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEntry:
+    """One tool as it is served: the capability with the row's decisions applied."""
+
+    name: str
+    key: str
+    title: str | None
+    description: str
+    scopes: frozenset[str]
+    permissions: frozenset[str]
+    annotations: Annotations
+    capability: Capability
+    allowed_clients: frozenset[str] = frozenset()
+    requires_confirmation: bool = False
+    # Where a person confirms: the approval page if code or row says so (either may narrow, neither widen).
+    confirmation_channel: ConfirmationChannel = CLIENT_CHANNEL
+    # (calls, seconds) or None; the stricter of code and row.
+    rate_limit: tuple[int, int] | None = None
+    timeout: float = 30.0
+    max_result_bytes: int = 100_000
+    log_argument_values: bool = False
+
+    @property
+    def input_schema(self) -> Mapping[str, Any]:
+        """The schema for nobody in particular; `input_schema_for` gives a caller theirs."""
+        return self.capability.input_schema
+
+    @property
+    def varies_by_caller(self) -> bool:
+        return self.capability.signature.varies_by_caller
+
+    def input_schema_for(self, principal: Any) -> Mapping[str, Any]:
+        """The schema `principal` is shown and checked against. Sync: a per-caller one runs view code."""
+        return self.capability.signature.for_caller(principal).input_schema
+
+    @property
+    def output_schema(self) -> Mapping[str, Any] | None:
+        return self.capability.output_schema
+
+    @property
+    def kind(self) -> str:
+        return self.capability.kind
+
+    @property
+    def uri(self) -> str:
+        return self.capability.uri
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    revision: str | None
+    tools: tuple[ToolEntry, ...]
+    by_name: Mapping[str, ToolEntry]
+    # Entries left out because of a conflict the admin must resolve, as messages.
+    problems: tuple[str, ...] = ()
+    resources: tuple[ToolEntry, ...] = ()
+    prompts: tuple[ToolEntry, ...] = ()
+    # What is derived from this revision once and served many times (wire definitions, encoded listings).
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def remember(self, key: Any, build: Callable[[], Any]) -> Any:
+        """`build()` once per catalog revision under `key` (a benign race may build it twice)."""
+        try:
+            return self.memo[key]
+        except KeyError:
+            return self.memo.setdefault(key, build())
+
+    def get(self, name: str) -> ToolEntry | None:
+        return self.by_name.get(name)
+
+    def get_prompt(self, name: str) -> ToolEntry | None:
+        return next((entry for entry in self.prompts if entry.name == name), None)
+
+    def find_resource(self, uri: str) -> tuple[ToolEntry, dict[str, Any]] | None:
+        """The resource serving `uri` and the template variables it matched: fixed URIs first, then templates."""
+        for entry in self.resources:
+            if not is_template(entry.uri) and entry.uri == uri:
+                return entry, {}
+        for entry in self.resources:
+            if is_template(entry.uri):
+                variables = match(entry.uri, uri)
+                if variables is not None:
+                    return entry, variables
+        return None
+
+
+def compile_catalog(
+    capabilities: Iterable[Capability],
+    rows: Mapping[str, ExposureState],
+    revision: str | None = None,
+    prompt_templates: Iterable[Any] = (),
+) -> Catalog:
+    """Join declarations and rows into the served catalog, in declaration order.
+
+    A capability without a row is served as its declaration says (rows are
+    created on migrate; this covers the window before that). A row without a
+    capability is stale and ignored. Names are unique ignoring case: should rows
+    ever produce a clash, the earlier declaration keeps the name and the later
+    one is left out and reported.
+    """
+    defaults = get_settings()
+    resources: list[ToolEntry] = []
+    prompts: list[ToolEntry] = []
+    tools: list[ToolEntry] = []
+    by_name: dict[str, ToolEntry] = {}
+    taken: dict[str, str] = {}
+    problems: list[str] = []
+    seen_keys: set[str] = set()
+    # Prompts written in the admin come after those declared in code; a name clash keeps the code's.
+    for capability in [*capabilities, *(capability_for(state) for state in prompt_templates)]:
+        if capability.key in seen_keys:
+            continue
+        seen_keys.add(capability.key)
+        row = rows.get(capability.key)
+        if not (row.enabled if row is not None else capability.enabled_by_default):
+            continue
+        name = (row.wire_name if row is not None else "") or capability.name
+        if name_problem(name):
+            problems.append(f"{capability.key}: invalid tool name {name!r}; not served.")
+            continue
+        folded = name.casefold()
+        if folded in taken:
+            problems.append(f"{capability.key}: tool name {name!r} is already used by {taken[folded]}; not served.")
+            continue
+        taken[folded] = capability.key
+        requires_confirmation, channel = effective_confirmation(capability, row)
+        entry = ToolEntry(
+            name=name,
+            key=capability.key,
+            title=(row.title if row is not None else "") or capability.title,
+            description=(row.description if row is not None else "") or capability.description,
+            scopes=capability.scopes | (row.extra_scopes if row is not None else frozenset()),
+            permissions=capability.permissions,
+            annotations=_annotations(capability.annotations, row.annotations if row is not None else {}),
+            capability=capability,
+            allowed_clients=row.allowed_clients if row is not None else frozenset(),
+            requires_confirmation=requires_confirmation,
+            confirmation_channel=channel,
+            rate_limit=stricter_rate(capability.rate_limit, row.rate_limit if row is not None else ""),
+            timeout=_smallest(capability.timeout, row.timeout if row is not None else None, defaults.TOOL_TIMEOUT),
+            max_result_bytes=int(
+                _smallest(
+                    capability.max_result_bytes, row.max_result_bytes if row is not None else None,
+                    defaults.MAX_RESULT_BYTES,
+                )
+            ),
+            log_argument_values=capability.log_argument_values or bool(row and row.log_argument_values),
+        )
+        if capability.kind in TOOL_KINDS:
+            tools.append(entry)
+            by_name[name] = entry
+        elif capability.kind == "resource":
+            resources.append(entry)
+        else:
+            prompts.append(entry)
+    return Catalog(
+        revision=revision, tools=tuple(tools), by_name=MappingProxyType(by_name), problems=tuple(problems),
+        resources=tuple(resources), prompts=tuple(prompts),
+    )
+
+
+def _annotations(declared: Annotations, overrides: Mapping[str, bool | None]) -> Annotations:
+    changes = {name: value for name, value in overrides.items() if value is not None}
+    return replace(declared, **changes) if changes else declared
+
+
+def effective_confirmation(capability: Capability, row: ExposureState | None) -> tuple[bool, ConfirmationChannel]:
+    """Whether a person confirms each call, and where. Code and row may each switch confirmation on or move
+    it to the approval page, never take either back: a client that answers forms by itself is not a person."""
+    on_page = APPROVAL_PAGE_CHANNEL in (capability.confirmation_channel, row.confirmation_channel if row else None)
+    required = capability.requires_confirmation or bool(row and row.requires_confirmation) or on_page
+    return required, APPROVAL_PAGE_CHANNEL if on_page else CLIENT_CHANNEL
+
+
+def _smallest(code: float | None, row: float | None, default: float) -> float:
+    """The tighter of what code and the admin set; the setting's default when neither did."""
+    chosen = [value for value in (code, row) if value is not None]
+    return min(chosen) if chosen else default
+
+
+class CatalogProvider:
+    """Serves the compiled catalog, recompiling when the revision stamp moves.
+
+    `get_sync()` reads one cache key per call and queries rows only when the
+    stamp changed; call it from a sync context (it may touch the database).
+    """
+
+    def __init__(self, registry: CapabilityRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else default_registry
+        self._catalog: Catalog | None = None
+        self._lock = threading.Lock()
+
+    def get_sync(self, revision: str | None = None) -> Catalog:
+        """The catalog of `revision` (read from the cache when not given; the edge reads it with the
+        credentials stamp in one round trip)."""
+        revision = revision if revision is not None else current_revision()
+        catalog = self._catalog
+        if catalog is not None and catalog.revision == revision:
+            return catalog
+        with self._lock:
+            if self._catalog is not None and self._catalog.revision == revision:
+                return self._catalog
+            try:
+                catalog = compile_catalog(self.registry, self._load_rows(), revision, self._load_prompts())
+            except Exception as exc:
+                if self._catalog is None or not database_unavailable(exc):
+                    raise
+                # The rows cannot be read, and nothing can change them until they can: serve the last catalog
+                # (its revision stays, so the next request compiles again).
+                outage.refused("compiling the catalog", exc)
+                return self._catalog
+            for problem in catalog.problems:
+                logger.warning("Catalog: %s", problem)
+            self._catalog = catalog
+            return catalog
+
+    def peek(self) -> Catalog | None:
+        """The last compiled catalog, without checking the stamp (no I/O)."""
+        return self._catalog
+
+    def invalidate(self) -> None:
+        self._catalog = None
+
+    @staticmethod
+    def _load_prompts() -> list[Any]:
+        from mcp_expose.declare.prompt_templates import PromptState
+        from mcp_expose.models import PromptTemplate
+
+        return [PromptState.from_row(row) for row in PromptTemplate.objects.filter(enabled=True)]
+
+    @staticmethod
+    def _load_rows() -> dict[str, ExposureState]:
+        from mcp_expose.models import ExposedTool
+
+        through = ExposedTool.allowed_clients.through
+        allowed: dict[int, set[str]] = {}
+        for tool_id, client_id in through.objects.values_list("exposedtool_id", "application__client_id"):
+            allowed.setdefault(tool_id, set()).add(client_id)
+        return {
+            row.key: row.exposure_state(frozenset(allowed.get(row.pk, ())))
+            for row in ExposedTool.objects.all()
+        }
+
+
+provider = CatalogProvider()

@@ -1,0 +1,106 @@
+"""The admin pages around the exposure rows: try a tool, and see the catalog through a caller's eyes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+from asgiref.sync import async_to_sync
+from django import forms
+from django.contrib.auth import get_user_model
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
+
+from mcp_expose.access.scopes import expand_scopes
+from mcp_expose.calls.dispatch import CallRequest, call_tool
+from mcp_expose.catalog.compiled import CatalogProvider, provider
+from mcp_expose.core.errors import UnknownTool
+from mcp_expose.core.principal import principal_for_user
+from mcp_expose.models import ExposedTool
+from mcp_expose.operator.overview import explain, lint_catalog
+from mcp_expose.operator.tryit import form_fields, parse_submission
+from mcp_expose.serving.server import render_outcome
+
+StrOrPromise = str | Promise  # a title, translated lazily or not
+
+
+def _context(model_admin: Any, request: HttpRequest, title: StrOrPromise, **extra: Any) -> dict[str, Any]:
+    return {**model_admin.admin_site.each_context(request), "opts": model_admin.opts, "title": title, **extra}
+
+
+def _all_scopes(catalog: Any) -> frozenset[str]:
+    return frozenset().union(*(entry.scopes for entry in catalog.tools))
+
+
+def try_tool(model_admin: Any, request: HttpRequest, object_id: int) -> HttpResponse:
+    row = ExposedTool.objects.filter(pk=object_id).first()
+    catalog = provider.get_sync()
+    entry = next((entry for entry in catalog.tools if row is not None and entry.key == row.key), None)
+    if entry is None:
+        raise Http404("This tool is not served (disabled, stale or in conflict).")
+    writes = not entry.annotations.read_only
+    result = None
+    errors: list[str] = []
+    submitted: dict[str, str] = {}
+    principal = principal_for_user(request.user, _all_scopes(catalog), "local", via="admin")
+    schema = entry.input_schema_for(principal)  # a view whose serializer depends on who calls: yours
+    if request.method == "POST":
+        submitted = {key.removeprefix("arg_"): str(value) for key, value in request.POST.items() if key.startswith("arg_")}
+        arguments, errors = parse_submission(schema, request.POST)
+        if writes and request.POST.get("confirm_write") != "on":
+            errors.append(str(_("This tool may change data: tick the confirmation box to run it.")))
+        if not errors:
+            call = CallRequest(base_url=f"{request.scheme}://{request.get_host()}")
+            try:
+                outcome = async_to_sync(call_tool)(catalog, principal, entry.name, arguments, call)
+                result = render_outcome(outcome).model_dump(mode="json", by_alias=True, exclude_none=True)
+            except UnknownTool:
+                errors.append(str(_("You may not use this tool (a scope, a permission or the client list stands in the way).")))
+    context = _context(
+        model_admin, request, _("Try %(name)s") % {"name": entry.name},
+        entry=entry, row=row, fields=form_fields(schema, submitted), errors=errors, writes=writes,
+        result=json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False) if result is not None else None,
+        is_error=bool(result and result.get("isError")),
+        raw_arguments=request.POST.get("raw_arguments", "") if request.method == "POST" else "",
+    )
+    return TemplateResponse(request, "admin/mcp_expose/exposedtool/try.html", context)
+
+
+class OverviewForm(forms.Form):
+    user: forms.ModelChoiceField[Any] = forms.ModelChoiceField(queryset=None, required=False, label=_("User"))
+    client: forms.ModelChoiceField[Any] = forms.ModelChoiceField(queryset=None, required=False, label=_("OAuth client"))
+    scopes = forms.CharField(required=False, label=_("Scopes"), help_text=_("Space-separated. Blank: every scope."))
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from oauth2_provider.models import get_application_model
+
+        super().__init__(*args, **kwargs)
+        cast("forms.ModelChoiceField[Any]", self.fields["user"]).queryset = get_user_model()._default_manager.order_by("username")
+        cast("forms.ModelChoiceField[Any]", self.fields["client"]).queryset = get_application_model().objects.order_by("name")
+
+
+def catalog_overview(model_admin: Any, request: HttpRequest) -> HttpResponse:
+    catalog = provider.get_sync()
+    form = OverviewForm(request.GET or None)
+    rows = None
+    if form.is_bound and form.is_valid():
+        user = form.cleaned_data["user"]
+        client = form.cleaned_data["client"]
+        scope_text = form.cleaned_data["scopes"].strip()
+        scopes = expand_scopes(scope_text.split()) if scope_text else _all_scopes(catalog)
+        if user is None and client is not None:
+            user = client.user
+        from django.contrib.auth.models import AnonymousUser
+
+        principal = principal_for_user(
+            user or AnonymousUser(), scopes, "oauth" if client is not None else "api_key",
+            client_id=client.client_id if client is not None else None,
+        )
+        rows = explain(provider.registry, CatalogProvider._load_rows(), catalog, principal)
+    context = _context(
+        model_admin, request, _("Catalog overview"), form=form, rows=rows, lint=lint_catalog(catalog),
+        problems=catalog.problems,
+    )
+    return TemplateResponse(request, "admin/mcp_expose/exposedtool/overview.html", context)

@@ -1,0 +1,500 @@
+"""The one place mcp_expose answers protocol requests itself: plain 2026-07-28 `tools/list` and `tools/call`.
+
+A listing depends only on the catalog revision and on what the caller may see, so the answer is
+encoded once per (revision, visibility) and served as bytes afterwards, with the request's id
+spliced in. The first answer for each is produced by the SDK itself and captured from the wire, so
+what the fast path serves is byte for byte what the SDK would have sent.
+
+A call runs through the same dispatcher and the same result rendering as on the SDK path, and its
+result is shaped by the SDK's own result serializer and server-info stamp; what the fast path skips is
+the SDK's per-request machinery around them (dispatch context, runner, middleware chain, response
+models). A result asking the client for input is sealed by the SDK's own `RequestStateBoundary`.
+
+"Plain" is decided with the SDK's own checks (Content-Type, Accept, the JSON-RPC envelope, duplicated
+routing headers, the `_meta` envelope against the headers, the per-version wire surface, the params
+model), plus our chain-header check; `tests/test_fastpath.py` sends a generated corpus to servers with
+and without the fast path and requires identical answers. Anything else goes to the SDK, which answers it
+as always: a cursor, a progress token or log level, `Mcp-Param-*` headers, a later round (request state,
+input responses), a task, a tool the caller cannot call, one needing confirmation or bound to headers
+(`x-mcp-header`), and a malformed request of any kind.
+
+The few SDK pieces used here that the SDK does not publish come from `sdk_internals`, checked at startup: with an
+SDK that lacks one, `usable()` is False and the SDK answers everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from mcp.server import Server
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.request_state import RequestStateBoundary
+from mcp.server.transport_security import TransportSecurityMiddleware
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    InboundLadderRejection,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+)
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, SERVER_INFO_META_KEY, JSONRPCRequest
+from mcp_types import methods as wire_methods
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.types import Message, Receive, Scope, Send
+
+from mcp_expose.access.policy import decide
+from mcp_expose.access.protected_resource import request_origin
+from mcp_expose.calls.confirmation import StaleConfirmation
+from mcp_expose.calls.dispatch import CallRequest, ToolOutcome
+from mcp_expose.catalog.compiled import Catalog, ToolEntry
+from mcp_expose.core.asking import ClientInput, MissingClientCapability
+from mcp_expose.core.chain import CallChain, read_chain
+from mcp_expose.core.content import ContentBundle
+from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.principal import Principal
+from mcp_expose.declare.schema import thaw
+from mcp_expose.serving.sdk_internals import Borrowed, borrowed
+from mcp_expose.serving.server import (
+    call_outcome,
+    internal_error,
+    json_outcome,
+    question_error,
+    render_outcome,
+    tool_headers,
+)
+
+logger = logging.getLogger("mcp_expose.fastpath")
+
+MODERN = "2026-07-28"
+# Listing variants kept per catalog revision; past this, the SDK answers (nothing is wrong, just not cached).
+MAX_VARIANTS = 1_000
+# Seconds a call runs before a task starts watching for its client to go away (sooner ones are never watched).
+WATCH_AFTER = 0.05
+# A progress token or log level asks for notifications; a trace context, for the SDK's tracing span.
+UNCACHED_META_KEYS = frozenset({"progressToken", "io.modelcontextprotocol/logLevel", "traceparent", "tracestate"})
+# Params that make a request something other than a first, plain round: a page, a later round, a task.
+LATER_ROUNDS = ("cursor", "request_state", "input_responses", "task")
+PARAMS_MODELS: dict[str, type[BaseModel]] = {
+    "tools/list": types.PaginatedRequestParams,
+    "tools/call": types.CallToolRequestParams,
+}
+_CONTENT_TYPE_CHECK = TransportSecurityMiddleware(None)
+HEADER_ANNOTATION = "x-mcp-header"
+
+Fallback = Callable[[Send], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class PlainRequest:
+    """A request the fast path may answer: its method, its id as JSON, its params and its agent chain."""
+
+    method: str
+    id_json: bytes
+    params: Mapping[str, Any]
+    chain: CallChain
+
+
+def usable() -> bool:
+    """Whether the installed SDK has everything the fast path borrows (checked once, a warning if not)."""
+    return borrowed() is not None
+
+
+def _sdk() -> Borrowed:
+    pieces = borrowed()
+    assert pieces is not None, "the fast path runs only when usable() says so"
+    return pieces
+
+
+def is_candidate(method: str, headers: Mapping[str, str]) -> bool:
+    """Cheap first look, before the body is read: a 2026-07-28 `tools/list` or `tools/call` POST."""
+    return method == "POST" and headers.get("mcp-method") in PARAMS_MODELS and \
+        headers.get("mcp-protocol-version") == MODERN
+
+
+async def plain_request(scope: Any, headers: Mapping[str, str], body: bytes, json_response: bool) -> PlainRequest | None:
+    """The request, when it is one the SDK would answer plainly; else None (the SDK answers it)."""
+    if any(name.startswith("mcp-param-") for name in headers):
+        return None
+    request = Request(scope)
+    if await _CONTENT_TYPE_CHECK.validate_request(request, is_post=True) is not None:
+        return None
+    has_json, has_sse = _sdk().check_accept_headers(request)
+    if not has_json or (not json_response and not has_sse):
+        return None
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    method = headers.get("mcp-method")
+    if not isinstance(decoded, dict) or method not in PARAMS_MODELS or decoded.get("method") != method or \
+            "id" not in decoded:
+        return None
+    try:
+        envelope = JSONRPCRequest.model_validate(decoded)
+    except ValidationError:
+        return None
+    if find_duplicated_routing_header(request.headers.items()) is not None:
+        return None
+    if isinstance(classify_inbound_request(decoded, headers=dict(request.headers)), InboundLadderRejection):
+        return None
+    params = decoded.get("params")
+    try:
+        # What the SDK's runner checks before a handler runs: the per-version wire surface, then the params model.
+        wire_methods.validate_client_request(method, MODERN, params)
+        typed = PARAMS_MODELS[method].model_validate({} if params is None else params, by_name=False)
+    except Exception:  # noqa: BLE001  (anything the SDK would refuse, however it says so: the SDK answers)
+        return None
+    meta = (params or {}).get("_meta") or {}
+    if UNCACHED_META_KEYS & set(meta) or any(getattr(typed, name, None) is not None for name in LATER_ROUNDS):
+        return None
+    try:
+        chain = read_chain(headers)
+    except Exception:  # noqa: BLE001  (InvalidChain, or anything else: the SDK path answers it)
+        return None
+    return PlainRequest(method, json.dumps(envelope.id).encode(), params or {}, chain)
+
+
+def visibility(principal: Principal, catalog: Catalog) -> tuple[Any, ...]:
+    """What `policy.decide` reads from the caller, narrowed to what this catalog's tools ask about:
+    equal tuples see the same tools, and callers differing only in what no tool asks for share one."""
+    scopes, permissions, clients = catalog.remember("visibility-inputs", lambda: (
+        frozenset().union(*(entry.scopes for entry in catalog.tools)),
+        frozenset().union(*(entry.permissions for entry in catalog.tools)),
+        frozenset().union(*(entry.allowed_clients for entry in catalog.tools)),
+    ))
+    return (
+        "tools/list",
+        principal.scopes & scopes,
+        principal.method == "local",
+        principal.client_id if principal.client_id in clients else None,
+        principal.permissions & permissions,
+        principal.is_superuser,
+        bool(getattr(principal.user, "is_active", False)),
+    )
+
+
+async def serve_listing(
+    request_id: bytes, principal: Principal, catalog: Catalog, send: Send, fallback: Fallback
+) -> bool:
+    """Send the encoded listing and say True; or let the SDK answer (and count it, as it counts every
+    listing it serves), keep its answer for next time, and say False."""
+    key = visibility(principal, catalog)
+    varying = catalog.remember("varying-tools", lambda: tuple(entry for entry in catalog.tools if entry.varies_by_caller))
+    if varying:
+        # Tools whose schema depends on who calls: which schema each is, for this caller, is part of the key.
+        key = (*key, await _variants(varying, principal))
+    encoded = catalog.memo.get(key)
+    if encoded is None:
+        listings = sum(1 for existing in catalog.memo if isinstance(existing, tuple) and existing[:1] == ("tools/list",))
+        await fallback(_capturing(send, catalog, key) if listings < MAX_VARIANTS else send)
+        return False
+    await _send_json((200, _reply(request_id, b"result", encoded)), send)
+    return True
+
+
+@sync_to_async(thread_sensitive=False)
+@tidies_connections
+def _variants(entries: tuple[ToolEntry, ...], principal: Principal) -> tuple[str, ...]:
+    return tuple(entry.capability.signature.for_caller(principal).variant for entry in entries)
+
+
+def _capturing(send: Send, catalog: Catalog, key: tuple[Any, ...]) -> Send:
+    """Pass the SDK's response through, and keep its `result` when it is a plain JSON success."""
+    status = 0
+    json_body = False
+    chunks: list[bytes] = []
+
+    async def capture(message: Message) -> None:
+        nonlocal status, json_body
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            json_body = any(name.lower() == b"content-type" and value == b"application/json"
+                            for name, value in message.get("headers", []))
+        elif message["type"] == "http.response.body" and status == 200 and json_body:
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                _keep(catalog, key, b"".join(chunks))
+        await send(message)
+
+    return capture
+
+
+def _keep(catalog: Catalog, key: tuple[Any, ...], body: bytes) -> None:
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return
+    if isinstance(answer, dict) and isinstance(answer.get("result"), dict) and "error" not in answer:
+        catalog.memo.setdefault(key, json.dumps(answer["result"], separators=(",", ":")).encode())
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One HTTP exchange at the edge: the ASGI triple, the SDK's app for what the fast path does not
+    answer, and the SDK's view of the caller, made only when something needs it."""
+
+    scope: Scope
+    receive: Receive
+    send: Send
+    fallback: Fallback
+    caller: Callable[[], Any]
+
+
+async def serve_call(
+    plain: PlainRequest, principal: Principal, catalog: Catalog, server: Server[Any], exchange: Exchange,
+    json_response: bool,
+) -> bool:
+    """Run the call and send its answer, saying True; or let the SDK answer it (False)."""
+    name = plain.params["name"]
+    entry = catalog.get(name)
+    if entry is None or entry.requires_confirmation or name in _header_bound(catalog) or \
+            server.cache_hints.get("tools/call") is not None or not decide(principal, entry).allowed:
+        await exchange.fallback(exchange.send)
+        return False
+    if logger.isEnabledFor(logging.DEBUG):  # before the answer leaves, so whoever reads it can see this line
+        logger.debug("Answering tools/call %s on the fast path", name)
+    call = _answer(plain, principal, catalog, server, exchange)
+    if json_response:
+        await _send_json(await call, exchange.send)
+    else:
+        await _answer_in_sse_mode(call, exchange.receive, exchange.send)
+    return True
+
+
+def _header_bound(catalog: Catalog) -> frozenset[str]:
+    """Tools with `x-mcp-header` parameters: the SDK checks their headers against the arguments."""
+    return catalog.remember("fastpath-header-bound", lambda: frozenset(
+        entry.name for entry in catalog.tools if HEADER_ANNOTATION in json.dumps(thaw(entry.input_schema))
+    ))
+
+
+async def _answer(
+    plain: PlainRequest, principal: Principal, catalog: Catalog, server: Server[Any], exchange: Exchange
+) -> tuple[int, bytes]:
+    """The HTTP status and JSON-RPC response for the call: its result, or the error the SDK path would give."""
+    params = plain.params
+    scope = exchange.scope
+    meta = params.get("_meta") or {}
+    headers = tool_headers((name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"])
+    client = scope.get("client")
+    request = CallRequest(
+        protocol_version=MODERN,
+        headers=headers,
+        chain=plain.chain,
+        client=ClientInput.for_round(_declared_capabilities(meta), None, None, rounds=True),
+        base_url=request_origin(scope.get("scheme", "http"), headers),
+        client_address=client[0] if client else None,
+    )
+    token = auth_context_var.set(exchange.caller())  # as AuthContextMiddleware does: the SDK's get_access_token()
+    try:
+        outcome = await call_outcome(catalog, principal, params["name"], params.get("arguments"), request)
+        wire = _plain_result(outcome, server)
+        result = render_outcome(outcome) if wire is None else None
+    except (MissingClientCapability, StaleConfirmation) as exc:
+        return _error(plain, question_error(exc))
+    except (MCPError, ValidationError) as exc:
+        return _error(plain, exc)  # as the SDK maps them (`hide_internal_errors` lets both pass)
+    except Exception:  # noqa: BLE001  (as `hide_internal_errors` answers it on the SDK path)
+        return _error(plain, internal_error("tools/call"))
+    finally:
+        auth_context_var.reset(token)
+    try:
+        shaped = wire if result is None else _shaped(result, server)
+    except ValidationError:
+        logger.exception("handler for 'tools/call' returned an invalid result")
+        return _error(plain, MCPError(code=types.INTERNAL_ERROR, message="Handler returned an invalid result"))
+    assert shaped is not None  # a plain result, or the rendered one
+    if shaped.get("resultType") == "input_required":
+        token = auth_context_var.set(exchange.caller())  # the caller the sealed state is bound to
+        try:
+            sealed = await _boundary(server)(
+                _SealedRequest("tools/call", params), _returning(shaped)  # type: ignore[arg-type]  # reads .method, .params only
+            )
+            shaped = cast("dict[str, Any]", sealed)  # what call_next returned, with the state sealed in
+        except MCPError as exc:
+            return _error(plain, exc)
+        finally:
+            auth_context_var.reset(token)
+    return 200, _reply(plain.id_json, b"result", _encode(shaped))
+
+
+def _declared_capabilities(meta: Mapping[str, Any]) -> types.ClientCapabilities | None:
+    """The client's capabilities from the envelope, typed as the SDK's `Connection.from_envelope` types them
+    (a mis-shaped value counts as none declared), without building a whole connection."""
+    try:
+        return types.ClientCapabilities.model_validate(meta.get(CLIENT_CAPABILITIES_META_KEY), by_name=False)
+    except ValidationError:
+        return None
+
+
+def _plain_result(outcome: ToolOutcome, server: Server[Any]) -> dict[str, Any] | None:
+    """A JSON value's or a tool error's result on the wire, as `_shaped(render_outcome(...))` makes it, without
+    building the SDK's models and validating them again (the per-request result validation the fast path may
+    skip); None for content blocks and questions, which take that way."""
+    if outcome.input_required is not None or isinstance(outcome.value, ContentBundle):
+        return None
+    content, text, is_error = json_outcome(outcome)
+    return {"content": [{"type": "text", "text": text}], "structuredContent": content, "isError": is_error,
+            "resultType": "complete", "_meta": {SERVER_INFO_META_KEY: _server_info(server)}}
+
+
+def _server_info(server: Server[Any]) -> dict[str, Any]:
+    """The SDK's server info stamp, copied once per server: `_plain_result` only encodes it, never changes it
+    (the SDK hands out a deep copy on every access so that a caller that does cannot corrupt later ones)."""
+    stamp = _SERVER_INFO.get(server)
+    if stamp is None:
+        stamp = _SERVER_INFO[server] = server.server_info_stamp
+    return stamp
+
+
+_SERVER_INFO: weakref.WeakKeyDictionary[Server[Any], dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _shaped(result: BaseModel, server: Server[Any]) -> dict[str, Any]:
+    """The result on the wire, shaped as the SDK's runner shapes it: its serializer, then the stamp."""
+    wire = wire_methods.serialize_server_result(
+        "tools/call", MODERN, result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    )
+    if wire.get("resultType") is None:
+        wire["resultType"] = "complete"
+    meta = wire.get("_meta")
+    if meta is None:
+        wire["_meta"] = {SERVER_INFO_META_KEY: server.server_info_stamp}
+    elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+        wire["_meta"] = {**meta, SERVER_INFO_META_KEY: server.server_info_stamp}
+    return wire
+
+
+@dataclass(frozen=True, slots=True)
+class _SealedRequest:
+    """What the SDK's `RequestStateBoundary` reads of a request context when it seals a result."""
+
+    method: str
+    params: Mapping[str, Any]
+
+
+def _returning(wire: dict[str, Any]) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+    async def call_next(ctx: Any) -> dict[str, Any]:
+        return wire
+
+    return call_next
+
+
+def _boundary(server: Server[Any]) -> RequestStateBoundary:
+    return next(middleware for middleware in server.middleware if isinstance(middleware, RequestStateBoundary))
+
+
+def _error(plain: PlainRequest, exc: MCPError | ValidationError) -> tuple[int, bytes]:
+    """As the SDK writes an error reply: with the HTTP status its table maps the code to."""
+    error = _sdk().modern_error_data(exc)
+    encoded = _encode(error.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return ERROR_CODE_HTTP_STATUS.get(error.code, 200), _reply(plain.id_json, b"error", encoded)
+
+
+def _reply(id_json: bytes, member: bytes, encoded: bytes) -> bytes:
+    """A JSON-RPC response from its encoded parts, copied once (a listing of many tools is tens of KB)."""
+    return b"".join((b'{"jsonrpc":"2.0","id":', id_json, b',"', member, b'":', encoded, b"}"))
+
+
+def _encode(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+async def _send_json(reply: tuple[int, bytes], send: Send) -> None:
+    status, body = reply
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")],
+    })
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _answer_in_sse_mode(call: Awaitable[tuple[int, bytes]], receive: Receive, send: Send) -> None:
+    """As the SDK answers in SSE mode: JSON when the answer comes within the ping interval; past it, an
+    event stream kept alive with pings until the answer; a client that goes away cancels the call.
+
+    The call runs in this task. A call still running after WATCH_AFTER gets a small task watching for the
+    client to go away, and past the ping interval a keep-alive: a task group per call (two tasks, cancel
+    scopes), or even one watcher task per call, costs more than the rest of a small call."""
+    loop = asyncio.get_running_loop()
+    this_task = asyncio.current_task()
+    assert this_task is not None
+    gone = False
+    watcher: asyncio.Task[None] | None = None
+
+    async def watch_disconnect() -> None:
+        nonlocal gone
+        while (await receive()).get("type") != "http.disconnect":
+            pass
+        gone = True
+        this_task.cancel()
+
+    def start_watching() -> None:
+        nonlocal watcher
+        watcher = loop.create_task(watch_disconnect())
+
+    keep_alive = _KeepAlive(send)
+    ping_interval = _sdk().sse_ping_interval
+    timers = (loop.call_later(WATCH_AFTER, start_watching), loop.call_later(ping_interval, keep_alive.start))
+    try:
+        status, body = await call
+    except asyncio.CancelledError:
+        if gone and this_task.uncancel() == 0:
+            return  # the client went away (and nothing else cancelled us): nothing to answer, like the SDK
+        raise
+    finally:
+        for timer in timers:
+            timer.cancel()
+        if watcher is not None:
+            watcher.cancel()
+        if keep_alive.started:
+            await keep_alive.stop()
+    if gone:  # the call ignored the cancellation and finished: still nobody to answer
+        this_task.uncancel()
+        return
+    if keep_alive.started:
+        await send({"type": "http.response.body", "body": b"event: message\r\ndata: " + body + b"\r\n\r\n",
+                    "more_body": False})
+    else:
+        await _send_json((status, body), send)
+
+
+class _KeepAlive:
+    """The event stream a slow answer switches to: headers and a ping at once, a ping every interval after.
+    Stopping lets a started stream finish what it is sending (headers always go first), never cuts it.
+    Nothing is made for a call answered before it starts."""
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.started = False
+        self._stopping: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.started = True
+        self._stopping = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._ping(self._stopping))
+
+    async def _ping(self, stopping: asyncio.Event) -> None:
+        sdk = _sdk()
+        await self.send({"type": "http.response.start", "status": 200, "headers": sdk.sse_headers})
+        while not stopping.is_set():
+            await self.send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), sdk.sse_ping_interval)
+
+    async def stop(self) -> None:
+        if self._stopping is not None and self._task is not None:
+            self._stopping.set()
+            await self._task
