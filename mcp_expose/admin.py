@@ -20,8 +20,8 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from mcp_expose.catalog.compiled import effective_confirmation, provider
+from mcp_expose.declare.json_schemas import thaw
 from mcp_expose.declare.registry import APPROVAL_PAGE_CHANNEL, Capability, registry
-from mcp_expose.declare.schema import thaw
 from mcp_expose.models import ApiKey, Confirmation, CredentialLeak, ExposedTool, PromptTemplate, ToolCall
 
 

@@ -4,6 +4,6 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
-from mcp_expose.serving.asgi import get_asgi_application  # noqa: E402
+from mcp_expose.asgi import get_asgi_application  # noqa: E402
 
 application = get_asgi_application()

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from mcp_expose.declare.schema import portable_types
+from mcp_expose.declare.json_schemas import portable_types
 from mcp_expose.models import ExposedTool, ToolCall
 from mcp_expose.operator.tryit import form_fields, parse_submission
 from project.library.seed import seed_library

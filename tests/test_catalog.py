@@ -8,8 +8,9 @@ import pytest
 
 import mcp_expose
 from mcp_expose.catalog.compiled import CatalogProvider, compile_catalog
+from mcp_expose.declare.exposure_state import ExposureState
 from mcp_expose.declare.registry import CapabilityRegistry
-from mcp_expose.models import ExposedTool, ExposureState
+from mcp_expose.models import ExposedTool
 
 
 def declare(registry: CapabilityRegistry, key: str, **options: Any) -> None:

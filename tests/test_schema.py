@@ -11,14 +11,8 @@ from typing_extensions import TypedDict
 
 from mcp_expose import InvocationContext, Principal
 from mcp_expose.core.errors import DeclarationError, InvalidInput
-from mcp_expose.declare.schema import (
-    SchemaSignature,
-    bounded,
-    build_signature,
-    generated_signature,
-    portable_types,
-    thaw,
-)
+from mcp_expose.declare.json_schemas import bounded, portable_types, thaw
+from mcp_expose.declare.schema import SchemaSignature, build_signature, generated_signature
 
 
 def schema_of(func: Any) -> dict[str, Any]:

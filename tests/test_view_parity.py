@@ -33,8 +33,8 @@ from mcp_expose.catalog.compiled import compile_catalog
 from mcp_expose.core.content import ContentBundle, EmbeddedResource
 from mcp_expose.core.errors import DeclarationError
 from mcp_expose.core.principal import Principal, principal_for_user
+from mcp_expose.declare.json_schemas import thaw
 from mcp_expose.declare.registry import CapabilityRegistry
-from mcp_expose.declare.schema import thaw
 from project.library import api as library_api
 from project.library.models import Author, Book, Loan
 from tests.apps.parity import api

@@ -19,9 +19,9 @@ from mcp_expose.calls.dispatch import ToolOutcome, call_tool
 from mcp_expose.catalog.compiled import provider
 from mcp_expose.core.errors import DeclarationError, UnknownTool
 from mcp_expose.core.principal import Principal, principal_for_user
+from mcp_expose.declare.json_schemas import thaw
 from mcp_expose.declare.model_tools import ACTIONS as MODEL_ACTIONS
 from mcp_expose.declare.registry import CapabilityRegistry
-from mcp_expose.declare.schema import thaw
 from project.library.models import Author, Book, Loan
 from project.library.seed import seed_library
 

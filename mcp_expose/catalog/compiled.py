@@ -18,6 +18,7 @@ from mcp_expose.catalog.revision import current_revision
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.outage import database_unavailable, outage
 from mcp_expose.core.rates import stricter_rate
+from mcp_expose.declare.exposure_state import ExposureState
 from mcp_expose.declare.names import name_problem
 from mcp_expose.declare.prompt_templates import capability_for
 from mcp_expose.declare.registry import (
@@ -31,7 +32,6 @@ from mcp_expose.declare.registry import (
 )
 from mcp_expose.declare.registry import registry as default_registry
 from mcp_expose.declare.uri_templates import is_template, match
-from mcp_expose.models import ExposureState
 
 logger = logging.getLogger("mcp_expose.catalog")
 

@@ -20,6 +20,7 @@ from mcp_expose.core.errors import Conflict, DeclarationError, InvalidInput
 from mcp_expose.declare.adapters.cursors import CURSOR_MAX_LENGTH, cursor_for_values, read_cursor
 from mcp_expose.declare.adapters.field_schema import serializer_input_schema
 from mcp_expose.declare.adapters.http import field_errors
+from mcp_expose.declare.json_schemas import capped_parameters, object_schema
 from mcp_expose.declare.registry import (
     Annotations,
     Capability,
@@ -28,7 +29,7 @@ from mcp_expose.declare.registry import (
     confirmation_fields,
 )
 from mcp_expose.declare.registry import registry as default_registry
-from mcp_expose.declare.schema import LazySignature, capped_parameters, generated_signature, object_schema
+from mcp_expose.declare.schema import LazySignature, generated_signature
 
 ACTIONS = ("list", "get", "create", "update", "delete")
 READ_ACTIONS = frozenset({"list", "get"})

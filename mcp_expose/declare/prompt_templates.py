@@ -9,9 +9,10 @@ from typing import Any
 
 from django.template import Context, Engine, Template
 
+from mcp_expose.declare.json_schemas import object_schema
 from mcp_expose.declare.names import split_scopes
 from mcp_expose.declare.registry import Annotations, Capability
-from mcp_expose.declare.schema import SchemaSignature, object_schema
+from mcp_expose.declare.schema import SchemaSignature
 
 
 @lru_cache(maxsize=1)

@@ -10,9 +10,10 @@ from typing import Any
 from mcp_expose.core.errors import DeclarationError
 from mcp_expose.declare.adapters.django_views import ViewOperation, call_view
 from mcp_expose.declare.adapters.routes import routes_for
+from mcp_expose.declare.json_schemas import capped_parameters, object_schema
 from mcp_expose.declare.registry import Annotations, Capability, CapabilityRegistry
 from mcp_expose.declare.registry import registry as default_registry
-from mcp_expose.declare.schema import build_signature, capped_parameters, generated_signature, object_schema
+from mcp_expose.declare.schema import build_signature, generated_signature
 from mcp_expose.declare.tools import _app_label_for, _string_set
 from mcp_expose.declare.uri_templates import InvalidUriTemplate
 from mcp_expose.declare.uri_templates import variables as uri_variables

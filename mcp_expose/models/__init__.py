@@ -5,7 +5,7 @@ Each kind lives in its own module; this package is where Django, the migrations 
 
 from mcp_expose.models.confirmations import Confirmation
 from mcp_expose.models.credentials import API_KEY_PREFIX, ApiKey, ApiKeyQuerySet, CredentialLeak, hash_api_key
-from mcp_expose.models.exposure import ConfirmationChannel, ExposedTool, ExposureState
+from mcp_expose.models.exposure import ConfirmationChannel, ExposedTool
 from mcp_expose.models.prompts import PromptTemplate
 from mcp_expose.models.revision import RevisionStamp
 from mcp_expose.models.usage import ListingCount, ToolCall
@@ -26,7 +26,6 @@ __all__ = [
     "ConfirmationChannel",
     "CredentialLeak",
     "ExposedTool",
-    "ExposureState",
     "ListingCount",
     "PromptTemplate",
     "RevisionStamp",

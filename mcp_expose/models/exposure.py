@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
@@ -12,9 +9,9 @@ from django.db.models.functions import Lower
 from django.utils.translation import gettext_lazy as _
 from oauth2_provider.settings import oauth2_settings
 
+from mcp_expose.declare.exposure_state import ExposureState
 from mcp_expose.declare.names import split_scopes
 from mcp_expose.declare.registry import APPROVAL_PAGE_CHANNEL, CLIENT_CHANNEL
-from mcp_expose.declare.registry import ConfirmationChannel as ChannelName
 from mcp_expose.models.validators import (
     validate_rate_limit,
     validate_scopes,
@@ -187,23 +184,3 @@ class ExposedTool(models.Model):
                 )
 
 
-@dataclass(frozen=True, slots=True)
-class ExposureState:
-    """An exposure row's decisions, as plain data (see `ExposedTool.exposure_state`)."""
-
-    key: str
-    enabled: bool = True
-    wire_name: str = ""
-    title: str = ""
-    description: str = ""
-    extra_scopes: frozenset[str] = frozenset()
-    # Client ids of the OAuth applications allowed to use the tool; empty means any caller.
-    allowed_clients: frozenset[str] = frozenset()
-    requires_confirmation: bool = False
-    confirmation_channel: ChannelName = CLIENT_CHANNEL
-    rate_limit: str = ""
-    timeout: float | None = None
-    max_result_bytes: int | None = None
-    log_argument_values: bool = False
-    # Annotation hints the admin set (read_only, destructive, idempotent, open_world); None keeps the declared one.
-    annotations: Mapping[str, bool | None] = field(default_factory=dict)

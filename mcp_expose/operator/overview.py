@@ -13,9 +13,9 @@ from mcp_expose.calls.results import compact_json
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.principal import Principal
+from mcp_expose.declare.exposure_state import ExposureState
+from mcp_expose.declare.json_schemas import thaw
 from mcp_expose.declare.registry import CapabilityRegistry
-from mcp_expose.declare.schema import thaw
-from mcp_expose.models import ExposureState
 
 BYTES_PER_TOKEN = 4  # a common rule of thumb for JSON and English text
 MAX_DESCRIPTION_LENGTH = 1024  # clients cut or refuse longer descriptions

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_expose.declare.schema import thaw
+from mcp_expose.declare.json_schemas import thaw
 
 
 @dataclass

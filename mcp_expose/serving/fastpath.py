@@ -62,7 +62,7 @@ from mcp_expose.core.chain import CallChain, read_chain
 from mcp_expose.core.content import ContentBundle
 from mcp_expose.core.db import tidies_connections
 from mcp_expose.core.principal import Principal
-from mcp_expose.declare.schema import thaw
+from mcp_expose.declare.json_schemas import thaw
 from mcp_expose.serving.sdk_internals import Borrowed, borrowed
 from mcp_expose.serving.server import (
     call_outcome,

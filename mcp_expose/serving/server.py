@@ -44,7 +44,7 @@ from mcp_expose.core.db import tidies_connections
 from mcp_expose.core.errors import InvalidInput, UnknownTool
 from mcp_expose.core.principal import PRINCIPAL_SCOPE_KEY, Principal
 from mcp_expose.core.requests import WITHHELD_HEADERS
-from mcp_expose.declare.schema import thaw
+from mcp_expose.declare.json_schemas import thaw
 from mcp_expose.declare.uri_templates import is_template
 from mcp_expose.serving.events import Audience, audience_of
 from mcp_expose.serving.listening import BoundedListen

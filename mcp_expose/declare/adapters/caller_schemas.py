@@ -24,7 +24,8 @@ from typing import Any
 from mcp_expose.core.context import InvocationContext
 from mcp_expose.core.errors import InvalidInput
 from mcp_expose.core.principal import Principal
-from mcp_expose.declare.schema import SchemaSignature, closed
+from mcp_expose.declare.json_schemas import closed
+from mcp_expose.declare.schema import SchemaSignature
 
 # Request attributes that say who is asking (or what they sent): reading one makes the result per-caller.
 CALLER_ATTRIBUTES = frozenset({

@@ -24,7 +24,7 @@ from mcp_expose.declare.adapters.http import (
 )
 from mcp_expose.declare.adapters.middleware import run_view
 from mcp_expose.declare.adapters.routes import Route
-from mcp_expose.declare.schema import capped_parameters, object_schema
+from mcp_expose.declare.json_schemas import capped_parameters, object_schema
 
 QUERY_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 

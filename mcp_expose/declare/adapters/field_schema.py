@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 from mcp_expose.core.errors import DeclarationError
-from mcp_expose.declare.schema import object_schema
+from mcp_expose.declare.json_schemas import object_schema
 
 MAX_NESTING = 10
 
