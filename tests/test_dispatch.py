@@ -230,7 +230,7 @@ async def test_error_details_are_sent_as_json_values_or_left_out(
 ) -> None:
     """Details are projected like results, so every path renders the same JSON; details with no JSON form
     are left out (and logged) rather than turning the tool's own error into an internal one."""
-    from mcp_expose.serving.server import render_outcome
+    from mcp_expose.serving.wire import render_outcome
 
     outcome = await call_tool(catalog, principal(), "t.refuse", {"kind": "odd_details"})
     assert outcome.failure is not None

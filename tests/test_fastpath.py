@@ -435,12 +435,12 @@ def test_every_listing_is_counted_once_whoever_answers_it(tmp_path: Path) -> Non
 
 
 async def _admitted(headers: dict[str, str], body: bytes) -> bool:
-    from mcp_expose.serving import fastpath
+    from mcp_expose.serving import fastpath_requests
 
     scope = {"type": "http", "method": "POST", "path": "/mcp", "query_string": b"",
              "headers": [(name.lower().encode(), value.encode()) for name, value in headers.items()]}
     lowered = {name.lower(): value for name, value in headers.items()}
-    return await fastpath.plain_request(scope, lowered, body, json_response=False) is not None
+    return await fastpath_requests.plain_request(scope, lowered, body, json_response=False) is not None
 
 
 @pytest.mark.anyio
@@ -495,13 +495,13 @@ async def test_a_slow_call_in_sse_mode_is_kept_alive_and_a_gone_client_cancels_i
     the framing of its `_sse_event`); a disconnect cancels the call."""
     import anyio
 
-    from mcp_expose.serving import fastpath
+    from mcp_expose.serving import fastpath_replies
     from mcp_expose.serving.sdk_internals import borrowed
 
     sdk = borrowed()
     assert sdk is not None
-    monkeypatch.setattr(fastpath, "_sdk", lambda: dataclasses.replace(sdk, sse_ping_interval=0.05))
-    monkeypatch.setattr(fastpath, "WATCH_AFTER", 0.01)  # a call still running after this is watched
+    monkeypatch.setattr(fastpath_replies, "sdk_pieces", lambda: dataclasses.replace(sdk, sse_ping_interval=0.05))
+    monkeypatch.setattr(fastpath_replies, "WATCH_AFTER", 0.01)  # a call still running after this is watched
     sent: list[dict[str, Any]] = []
 
     async def send(message: dict[str, Any]) -> None:
@@ -515,7 +515,7 @@ async def test_a_slow_call_in_sse_mode_is_kept_alive_and_a_gone_client_cancels_i
         await anyio.sleep(0.18)
         return 200, b'{"jsonrpc":"2.0","id":1,"result":{}}'
 
-    await fastpath._answer_in_sse_mode(slow_call(), stays, send)
+    await fastpath_replies.answer_in_sse_mode(slow_call(), stays, send)
     assert sent[0]["status"] == 200 and (b"content-type", b"text/event-stream") in sent[0]["headers"]
     bodies = [message["body"] for message in sent[1:]]
     assert len(bodies) >= 3 and set(bodies[:-1]) == {b": ping\r\n\r\n"}
@@ -523,13 +523,13 @@ async def test_a_slow_call_in_sse_mode_is_kept_alive_and_a_gone_client_cancels_i
 
     # The stream starts (the timer fires) just as the answer arrives: headers still go before anything else.
     sent.clear()
-    keep_alive = fastpath._KeepAlive(send)
+    keep_alive = fastpath_replies.KeepAlive(send)
     keep_alive.start()
     await keep_alive.stop()
     assert [message["type"] for message in sent][:1] == ["http.response.start"]
 
     # A client that goes away before the first ping: no ping may come first however slow this machine is.
-    monkeypatch.setattr(fastpath, "_sdk", lambda: dataclasses.replace(sdk, sse_ping_interval=60))
+    monkeypatch.setattr(fastpath_replies, "sdk_pieces", lambda: dataclasses.replace(sdk, sse_ping_interval=60))
     sent.clear()
     cancelled = anyio.Event()
 
@@ -545,7 +545,7 @@ async def test_a_slow_call_in_sse_mode_is_kept_alive_and_a_gone_client_cancels_i
         raise AssertionError("not reached")
 
     with anyio.fail_after(5):
-        await fastpath._answer_in_sse_mode(abandoned_call(), goes_away, send)
+        await fastpath_replies.answer_in_sse_mode(abandoned_call(), goes_away, send)
     assert cancelled.is_set() and sent == []
 
 

@@ -14,7 +14,8 @@ from mcp_expose.calls.dispatch import ToolFailure, ToolOutcome
 from mcp_expose.catalog.compiled import Catalog, compile_catalog
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.registry import CapabilityRegistry
-from mcp_expose.serving.server import build_server, render_outcome
+from mcp_expose.serving.server import build_server
+from mcp_expose.serving.wire import render_outcome
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 

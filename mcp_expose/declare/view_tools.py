@@ -10,7 +10,7 @@ from typing import Any
 from django.apps import apps
 
 from mcp_expose.core.errors import DeclarationError
-from mcp_expose.declare.adapters import django_views, drf
+from mcp_expose.declare.adapters import django_views, drf, drf_operations
 from mcp_expose.declare.adapters.routes import Route, routes_for, unwrap
 from mcp_expose.declare.registry import (
     Annotations,
@@ -80,8 +80,8 @@ def expose_view(
     )
     overrides = {"read_only": read_only, "destructive": destructive, "idempotent": idempotent, "open_world": open_world}
     operations: list[tuple[str, str, Any, Callable[[], SchemaSignature], Callable[..., Any], str]] = []
-    if drf.is_drf_view(view):
-        for operation in drf.operations_for(view, routes, list(actions) if actions is not None else None):
+    if drf_operations.is_drf_view(view):
+        for operation in drf_operations.operations_for(view, routes, list(actions) if actions is not None else None):
             key = f"{app_label}.{resource}.{operation.action}" if _several(view, routes) else f"{app_label}.{resource}"
             operation_origin = f"{origin}.{operation.action}"
             scope = key
@@ -107,7 +107,7 @@ def expose_view(
     registered = []
     for key, method, operation, signature_factory, target, text in operations:
         action = getattr(operation, "action", method)
-        derived = {**drf.annotations_for(method), **{k: v for k, v in overrides.items() if v is not None}}
+        derived = {**drf_operations.annotations_for(method), **{k: v for k, v in overrides.items() if v is not None}}
         capability = Capability(
             key=key,
             name=_name(name, action, key),
@@ -134,10 +134,10 @@ def _several(view: Any, routes: list[Route]) -> bool:
     """ViewSets and multi-method APIViews name each operation; a one-method view is just the resource."""
     if any(getattr(route.callback, "actions", None) for route in routes):
         return True
-    return sum(1 for method in drf.METHOD_ACTIONS if hasattr(view, method)) > 1
+    return sum(1 for method in drf_operations.METHOD_ACTIONS if hasattr(view, method)) > 1
 
 
-def _drf_signature(operation: drf.Operation, origin: str) -> SchemaSignature:
+def _drf_signature(operation: drf_operations.Operation, origin: str) -> SchemaSignature:
     return drf.build_signature(operation, origin)
 
 
@@ -145,7 +145,7 @@ def _django_signature(operation: django_views.ViewOperation, origin: str) -> Sch
     return generated_signature(django_views.operation_schema(operation, origin))
 
 
-def _call_drf(operation: drf.Operation, scope: str, arguments: Mapping[str, Any], context: Any) -> Any:
+def _call_drf(operation: drf_operations.Operation, scope: str, arguments: Mapping[str, Any], context: Any) -> Any:
     return drf.call_operation(operation, arguments, context, scope)
 
 
@@ -176,7 +176,7 @@ def _doc(view: Any) -> str:
     return inspect.cleandoc(getattr(unwrap(view), "__doc__", None) or "")
 
 
-def _drf_description(view: Any, operation: drf.Operation, description: str | None) -> str:
+def _drf_description(view: Any, operation: drf_operations.Operation, description: str | None) -> str:
     if description is not None:
         return description
     method = getattr(view, operation.action, None)

@@ -21,7 +21,7 @@ from mcp_expose.core.principal import principal_for_user
 from mcp_expose.models import ExposedTool
 from mcp_expose.operator.overview import explain, lint_catalog
 from mcp_expose.operator.tryit import form_fields, parse_submission
-from mcp_expose.serving.server import render_outcome
+from mcp_expose.serving.wire import render_outcome
 
 StrOrPromise = str | Promise  # a title, translated lazily or not
 

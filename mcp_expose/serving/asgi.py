@@ -45,20 +45,14 @@ from mcp_expose.catalog.compiled import Catalog, CatalogProvider
 from mcp_expose.catalog.compiled import provider as default_provider
 from mcp_expose.catalog.revision import REVISION_KEY, keep_auditing, local_stamp_cache, read_stamps
 from mcp_expose.core.conf import get_settings
-from mcp_expose.core.principal import Principal
-from mcp_expose.serving import fastpath
+from mcp_expose.core.principal import PRINCIPAL_SCOPE_KEY, Principal
+from mcp_expose.serving import fastpath, fastpath_requests
 from mcp_expose.serving.edge import check_host, check_request
 from mcp_expose.serving.edge_failures import answering_failures
 from mcp_expose.serving.events import ChangeRelay
 from mcp_expose.serving.health import health_paths, serve_health
-from mcp_expose.serving.server import (
-    CATALOG_SCOPE_KEY,
-    PRINCIPAL_SCOPE_KEY,
-    SDK_CALLER,
-    build_server,
-    count_listing,
-    listing_tally,
-)
+from mcp_expose.serving.request_context import CATALOG_SCOPE_KEY, SDK_CALLER
+from mcp_expose.serving.server import build_server, count_listing, listing_tally
 from mcp_expose.serving.sessions import RecentEvents, SessionManager, SessionMemory
 
 logger = logging.getLogger("mcp_expose.asgi")
@@ -100,7 +94,7 @@ class McpExposeASGI:
         )
         self.mcp_app = AuthContextMiddleware(StreamableHTTPASGIApp(self.manager))
         if conf.FAST_PATH:
-            fastpath.usable()  # checks the SDK pieces it borrows now, so that one missing is told at startup
+            fastpath_requests.usable()  # checks the SDK pieces it borrows now, so that one missing is told at startup
         self._started = asyncio.Event()
         self._start_lock = asyncio.Lock()
         self._background: asyncio.Task[None] | None = None
@@ -221,13 +215,13 @@ class McpExposeASGI:
         # The SDK's view of the caller (it binds request state to it), made only for what the SDK answers.
         caller = functools.cache(lambda: AuthenticatedUser(_access_token_for(result, resource)))
         conf = get_settings()
-        if conf.FAST_PATH and fastpath.is_candidate(scope["method"], headers) and fastpath.usable():
+        if conf.FAST_PATH and fastpath_requests.is_candidate(scope["method"], headers) and fastpath_requests.usable():
             body = await _read_body(receive, conf.MAX_REQUEST_BODY_SIZE)
             if body is None:
                 await _json_error(413, "request_too_large", "The request body is too large.")(scope, receive, send)
                 return
             receive = _replay(body, receive)
-            plain = await fastpath.plain_request(scope, headers, body, conf.JSON_RESPONSE)
+            plain = await fastpath_requests.plain_request(scope, headers, body, conf.JSON_RESPONSE)
             through_sdk = partial(self._through_sdk, scope, receive, caller)
             if plain is not None and plain.method == "tools/list":
                 if await fastpath.serve_listing(plain.id_json, result, catalog, send, through_sdk):

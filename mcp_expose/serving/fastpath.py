@@ -24,8 +24,6 @@ SDK that lacks one, `usable()` is False and the SDK answers everything.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import weakref
@@ -38,18 +36,10 @@ from asgiref.sync import sync_to_async
 from mcp.server import Server
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.request_state import RequestStateBoundary
-from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.shared.exceptions import MCPError
-from mcp.shared.inbound import (
-    ERROR_CODE_HTTP_STATUS,
-    InboundLadderRejection,
-    classify_inbound_request,
-    find_duplicated_routing_header,
-)
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, SERVER_INFO_META_KEY, JSONRPCRequest
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, SERVER_INFO_META_KEY
 from mcp_types import methods as wire_methods
 from pydantic import BaseModel, ValidationError
-from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_expose.access.policy import decide
@@ -58,110 +48,42 @@ from mcp_expose.calls.confirmation import StaleConfirmation
 from mcp_expose.calls.dispatch import CallRequest, ToolOutcome
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.core.asking import ClientInput, MissingClientCapability
-from mcp_expose.core.chain import CallChain, read_chain
 from mcp_expose.core.content import ContentBundle
 from mcp_expose.core.db import tidies_connections
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.json_schemas import thaw
-from mcp_expose.serving.sdk_internals import Borrowed, borrowed
-from mcp_expose.serving.server import (
-    call_outcome,
-    internal_error,
-    json_outcome,
-    question_error,
-    render_outcome,
-    tool_headers,
+from mcp_expose.serving.fastpath_replies import (
+    answer_in_sse_mode,
+    encode,
+    error_reply,
+    reply,
+    send_json,
 )
+from mcp_expose.serving.fastpath_requests import (
+    MODERN,
+    PlainRequest,
+)
+from mcp_expose.serving.request_context import tool_headers
+from mcp_expose.serving.server import call_outcome
+from mcp_expose.serving.wire import internal_error, json_outcome, question_error, render_outcome
 
 logger = logging.getLogger("mcp_expose.fastpath")
 
-MODERN = "2026-07-28"
 # Listing variants kept per catalog revision; past this, the SDK answers (nothing is wrong, just not cached).
 MAX_VARIANTS = 1_000
-# Seconds a call runs before a task starts watching for its client to go away (sooner ones are never watched).
-WATCH_AFTER = 0.05
-# A progress token or log level asks for notifications; a trace context, for the SDK's tracing span.
-UNCACHED_META_KEYS = frozenset({"progressToken", "io.modelcontextprotocol/logLevel", "traceparent", "tracestate"})
-# Params that make a request something other than a first, plain round: a page, a later round, a task.
-LATER_ROUNDS = ("cursor", "request_state", "input_responses", "task")
-PARAMS_MODELS: dict[str, type[BaseModel]] = {
-    "tools/list": types.PaginatedRequestParams,
-    "tools/call": types.CallToolRequestParams,
-}
-_CONTENT_TYPE_CHECK = TransportSecurityMiddleware(None)
 HEADER_ANNOTATION = "x-mcp-header"
 
 Fallback = Callable[[Send], Awaitable[None]]
 
 
-@dataclass(frozen=True, slots=True)
-class PlainRequest:
-    """A request the fast path may answer: its method, its id as JSON, its params and its agent chain."""
-
-    method: str
-    id_json: bytes
-    params: Mapping[str, Any]
-    chain: CallChain
 
 
-def usable() -> bool:
-    """Whether the installed SDK has everything the fast path borrows (checked once, a warning if not)."""
-    return borrowed() is not None
 
 
-def _sdk() -> Borrowed:
-    pieces = borrowed()
-    assert pieces is not None, "the fast path runs only when usable() says so"
-    return pieces
 
 
-def is_candidate(method: str, headers: Mapping[str, str]) -> bool:
-    """Cheap first look, before the body is read: a 2026-07-28 `tools/list` or `tools/call` POST."""
-    return method == "POST" and headers.get("mcp-method") in PARAMS_MODELS and \
-        headers.get("mcp-protocol-version") == MODERN
 
 
-async def plain_request(scope: Any, headers: Mapping[str, str], body: bytes, json_response: bool) -> PlainRequest | None:
-    """The request, when it is one the SDK would answer plainly; else None (the SDK answers it)."""
-    if any(name.startswith("mcp-param-") for name in headers):
-        return None
-    request = Request(scope)
-    if await _CONTENT_TYPE_CHECK.validate_request(request, is_post=True) is not None:
-        return None
-    has_json, has_sse = _sdk().check_accept_headers(request)
-    if not has_json or (not json_response and not has_sse):
-        return None
-    try:
-        decoded = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    method = headers.get("mcp-method")
-    if not isinstance(decoded, dict) or method not in PARAMS_MODELS or decoded.get("method") != method or \
-            "id" not in decoded:
-        return None
-    try:
-        envelope = JSONRPCRequest.model_validate(decoded)
-    except ValidationError:
-        return None
-    if find_duplicated_routing_header(request.headers.items()) is not None:
-        return None
-    if isinstance(classify_inbound_request(decoded, headers=dict(request.headers)), InboundLadderRejection):
-        return None
-    params = decoded.get("params")
-    try:
-        # What the SDK's runner checks before a handler runs: the per-version wire surface, then the params model.
-        wire_methods.validate_client_request(method, MODERN, params)
-        typed = PARAMS_MODELS[method].model_validate({} if params is None else params, by_name=False)
-    except Exception:  # noqa: BLE001  (anything the SDK would refuse, however it says so: the SDK answers)
-        return None
-    meta = (params or {}).get("_meta") or {}
-    if UNCACHED_META_KEYS & set(meta) or any(getattr(typed, name, None) is not None for name in LATER_ROUNDS):
-        return None
-    try:
-        chain = read_chain(headers)
-    except Exception:  # noqa: BLE001  (InvalidChain, or anything else: the SDK path answers it)
-        return None
-    return PlainRequest(method, json.dumps(envelope.id).encode(), params or {}, chain)
 
 
 def visibility(principal: Principal, catalog: Catalog) -> tuple[Any, ...]:
@@ -198,7 +120,7 @@ async def serve_listing(
         listings = sum(1 for existing in catalog.memo if isinstance(existing, tuple) and existing[:1] == ("tools/list",))
         await fallback(_capturing(send, catalog, key) if listings < MAX_VARIANTS else send)
         return False
-    await _send_json((200, _reply(request_id, b"result", encoded)), send)
+    await send_json((200, reply(request_id, b"result", encoded)), send)
     return True
 
 
@@ -265,9 +187,9 @@ async def serve_call(
         logger.debug("Answering tools/call %s on the fast path", name)
     call = _answer(plain, principal, catalog, server, exchange)
     if json_response:
-        await _send_json(await call, exchange.send)
+        await send_json(await call, exchange.send)
     else:
-        await _answer_in_sse_mode(call, exchange.receive, exchange.send)
+        await answer_in_sse_mode(call, exchange.receive, exchange.send)
     return True
 
 
@@ -301,18 +223,18 @@ async def _answer(
         wire = _plain_result(outcome, server)
         result = render_outcome(outcome) if wire is None else None
     except (MissingClientCapability, StaleConfirmation) as exc:
-        return _error(plain, question_error(exc))
+        return error_reply(plain, question_error(exc))
     except (MCPError, ValidationError) as exc:
-        return _error(plain, exc)  # as the SDK maps them (`hide_internal_errors` lets both pass)
+        return error_reply(plain, exc)  # as the SDK maps them (`hide_internal_errors` lets both pass)
     except Exception:  # noqa: BLE001  (as `hide_internal_errors` answers it on the SDK path)
-        return _error(plain, internal_error("tools/call"))
+        return error_reply(plain, internal_error("tools/call"))
     finally:
         auth_context_var.reset(token)
     try:
         shaped = wire if result is None else _shaped(result, server)
     except ValidationError:
         logger.exception("handler for 'tools/call' returned an invalid result")
-        return _error(plain, MCPError(code=types.INTERNAL_ERROR, message="Handler returned an invalid result"))
+        return error_reply(plain, MCPError(code=types.INTERNAL_ERROR, message="Handler returned an invalid result"))
     assert shaped is not None  # a plain result, or the rendered one
     if shaped.get("resultType") == "input_required":
         token = auth_context_var.set(exchange.caller())  # the caller the sealed state is bound to
@@ -322,10 +244,10 @@ async def _answer(
             )
             shaped = cast("dict[str, Any]", sealed)  # what call_next returned, with the state sealed in
         except MCPError as exc:
-            return _error(plain, exc)
+            return error_reply(plain, exc)
         finally:
             auth_context_var.reset(token)
-    return 200, _reply(plain.id_json, b"result", _encode(shaped))
+    return 200, reply(plain.id_json, b"result", encode(shaped))
 
 
 def _declared_capabilities(meta: Mapping[str, Any]) -> types.ClientCapabilities | None:
@@ -394,107 +316,13 @@ def _boundary(server: Server[Any]) -> RequestStateBoundary:
     return next(middleware for middleware in server.middleware if isinstance(middleware, RequestStateBoundary))
 
 
-def _error(plain: PlainRequest, exc: MCPError | ValidationError) -> tuple[int, bytes]:
-    """As the SDK writes an error reply: with the HTTP status its table maps the code to."""
-    error = _sdk().modern_error_data(exc)
-    encoded = _encode(error.model_dump(mode="json", by_alias=True, exclude_none=True))
-    return ERROR_CODE_HTTP_STATUS.get(error.code, 200), _reply(plain.id_json, b"error", encoded)
 
 
-def _reply(id_json: bytes, member: bytes, encoded: bytes) -> bytes:
-    """A JSON-RPC response from its encoded parts, copied once (a listing of many tools is tens of KB)."""
-    return b"".join((b'{"jsonrpc":"2.0","id":', id_json, b',"', member, b'":', encoded, b"}"))
 
 
-def _encode(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
 
 
-async def _send_json(reply: tuple[int, bytes], send: Send) -> None:
-    status, body = reply
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")],
-    })
-    await send({"type": "http.response.body", "body": body})
 
 
-async def _answer_in_sse_mode(call: Awaitable[tuple[int, bytes]], receive: Receive, send: Send) -> None:
-    """As the SDK answers in SSE mode: JSON when the answer comes within the ping interval; past it, an
-    event stream kept alive with pings until the answer; a client that goes away cancels the call.
-
-    The call runs in this task. A call still running after WATCH_AFTER gets a small task watching for the
-    client to go away, and past the ping interval a keep-alive: a task group per call (two tasks, cancel
-    scopes), or even one watcher task per call, costs more than the rest of a small call."""
-    loop = asyncio.get_running_loop()
-    this_task = asyncio.current_task()
-    assert this_task is not None
-    gone = False
-    watcher: asyncio.Task[None] | None = None
-
-    async def watch_disconnect() -> None:
-        nonlocal gone
-        while (await receive()).get("type") != "http.disconnect":
-            pass
-        gone = True
-        this_task.cancel()
-
-    def start_watching() -> None:
-        nonlocal watcher
-        watcher = loop.create_task(watch_disconnect())
-
-    keep_alive = _KeepAlive(send)
-    ping_interval = _sdk().sse_ping_interval
-    timers = (loop.call_later(WATCH_AFTER, start_watching), loop.call_later(ping_interval, keep_alive.start))
-    try:
-        status, body = await call
-    except asyncio.CancelledError:
-        if gone and this_task.uncancel() == 0:
-            return  # the client went away (and nothing else cancelled us): nothing to answer, like the SDK
-        raise
-    finally:
-        for timer in timers:
-            timer.cancel()
-        if watcher is not None:
-            watcher.cancel()
-        if keep_alive.started:
-            await keep_alive.stop()
-    if gone:  # the call ignored the cancellation and finished: still nobody to answer
-        this_task.uncancel()
-        return
-    if keep_alive.started:
-        await send({"type": "http.response.body", "body": b"event: message\r\ndata: " + body + b"\r\n\r\n",
-                    "more_body": False})
-    else:
-        await _send_json((status, body), send)
 
 
-class _KeepAlive:
-    """The event stream a slow answer switches to: headers and a ping at once, a ping every interval after.
-    Stopping lets a started stream finish what it is sending (headers always go first), never cuts it.
-    Nothing is made for a call answered before it starts."""
-
-    def __init__(self, send: Send) -> None:
-        self.send = send
-        self.started = False
-        self._stopping: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self.started = True
-        self._stopping = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(self._ping(self._stopping))
-
-    async def _ping(self, stopping: asyncio.Event) -> None:
-        sdk = _sdk()
-        await self.send({"type": "http.response.start", "status": 200, "headers": sdk.sse_headers})
-        while not stopping.is_set():
-            await self.send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), sdk.sse_ping_interval)
-
-    async def stop(self) -> None:
-        if self._stopping is not None and self._task is not None:
-            self._stopping.set()
-            await self._task

@@ -10,111 +10,50 @@ authentication). The view class is never modified.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from functools import partial
 from types import MappingProxyType
 from typing import Any
 
 from mcp_expose.core.content import ContentBundle
 from mcp_expose.core.context import InvocationContext
-from mcp_expose.core.errors import DeclarationError, InvalidInput, NotFound
+from mcp_expose.core.errors import DeclarationError
 from mcp_expose.core.principal import Principal
-from mcp_expose.core.requests import build_http_request
 from mcp_expose.declare.adapters.caller_schemas import CallerReads, CallerSchemas, ViewSignature
-from mcp_expose.declare.adapters.cursors import CURSOR_MAX_LENGTH, cursor_for_url, read_cursor
+from mcp_expose.declare.adapters.cursors import CURSOR_MAX_LENGTH, cursor_for_url
+from mcp_expose.declare.adapters.drf_operations import (
+    BODY_METHODS,
+    PAGINATOR_CURSOR,
+    Operation,
+    Routing,
+    url_kwargs,
+    view_call_request,
+    view_instance,
+)
+from mcp_expose.declare.adapters.drf_query import (
+    component_parameters,
+    describe_ordering,
+)
+from mcp_expose.declare.adapters.drf_refusals import explain_with_view, validates_with_serializer
 from mcp_expose.declare.adapters.field_schema import serializer_input_schema
 from mcp_expose.declare.adapters.http import (
     drf_result,
-    field_errors,
-    force_authentication,
     raise_for_status,
-    uploaded_file,
-    view_request,
 )
 from mcp_expose.declare.adapters.lookups import lookup_schema
 from mcp_expose.declare.adapters.middleware import run_view
-from mcp_expose.declare.adapters.routes import Route
 from mcp_expose.declare.json_schemas import capped_parameters, object_schema
 
 logger = logging.getLogger("mcp_expose.views")
 
-# The generic mixins' writes, by the method a generic APIView maps to them.
-GENERIC_WRITES = {"post": "create", "put": "update", "patch": "partial_update"}
-METHOD_ACTIONS = {"get": "get", "post": "post", "put": "put", "patch": "patch", "delete": "delete"}
-BODY_METHODS = frozenset({"post", "put", "patch"})
-PAGINATOR_CURSOR = "cursor"
 
 
-@dataclass(frozen=True)
-class Routing:
-    """Where each argument of one operation goes in the request the view sees."""
-
-    url: Mapping[str, str]  # argument → URL keyword (they differ when a URL keyword shares a body field's name)
-    query: frozenset[str]
-    body: frozenset[str]
-    files: frozenset[str] = frozenset()  # body fields that are uploads
-    encoding: str = "json"  # how the body travels: "json", "multipart" or "form"
 
 
-@dataclass
-class Operation:
-    """One exposed (route, HTTP method) pair of a DRF view."""
-
-    route: Route
-    method: str
-    action: str  # the ViewSet action, or the HTTP method for an APIView
-    view_class: type
-    initkwargs: dict[str, Any] = field(default_factory=dict)
-    paginated: bool = False
-    signature: ViewSignature | None = None  # set when the schema is first built
-
-    @property
-    def is_detail(self) -> bool:
-        return bool(self.route.kwargs)
 
 
-def operations_for(view: type, routes: list[Route], actions: list[str] | None) -> list[Operation]:
-    operations = []
-    for route in routes:
-        mapping: Mapping[str, str] | None = getattr(route.callback, "actions", None)
-        initkwargs = dict(getattr(route.callback, "initkwargs", {}) or {})
-        allowed_methods = set(getattr(view, "http_method_names", METHOD_ACTIONS))
-        if mapping:  # a ViewSet route: method → action
-            for method, action in mapping.items():
-                if method in METHOD_ACTIONS and method in allowed_methods and (actions is None or action in actions):
-                    operations.append(Operation(route, method, action, view, initkwargs))
-        else:  # an APIView: every method it implements
-            for method in METHOD_ACTIONS:
-                if hasattr(view, method) and method in allowed_methods and (actions is None or method in actions):
-                    operations.append(Operation(route, method, method, view, initkwargs))
-    if actions is not None:
-        missing = sorted(set(actions) - {operation.action for operation in operations})
-        if missing:
-            raise DeclarationError(f"{view.__qualname__} has no routed action(s) {', '.join(missing)}.")
-    return operations
 
 
-def _view_instance(operation: Operation, principal: Principal | None = None, kwargs: Mapping[str, Any] | None = None) -> Any:
-    """The view as it stands before handling a request from `principal` (nobody, by default): its
-    request is a real DRF request for that caller, so code that reads `request.user` reads a user."""
-    from django.contrib.auth.models import AnonymousUser
-
-    view = operation.view_class(**operation.initkwargs)
-    view.action = operation.action
-    view.action_map = {operation.method: operation.action}  # a ViewSet's, as its as_view() sets it
-    view.args = ()
-    view.kwargs = dict(kwargs or {})
-    view.format_kwarg = None
-    view.headers = {}
-    caller = principal if principal is not None else Principal(user=AnonymousUser())
-    http_request = build_http_request(caller, {}, operation.method.upper())
-    force_authentication(http_request, caller)
-    if principal is None:
-        http_request._force_auth_user = caller.user  # type: ignore[attr-defined]
-    view.request = view.initialize_request(http_request)
-    return view
 
 
 def build_signature(operation: Operation, origin: str) -> ViewSignature:
@@ -122,7 +61,7 @@ def build_signature(operation: Operation, origin: str) -> ViewSignature:
     asking) a schema per caller, see `caller_schemas`."""
     reads: set[str] = set()
     schema, routing = operation_schema(operation, origin, None, reads)
-    explainer = partial(_explain, operation) if _validates_with_serializer(operation) else None
+    explainer = partial(explain_with_view, operation) if validates_with_serializer(operation) else None
     signature: ViewSignature
     if reads:
         signature = CallerSchemas(
@@ -140,7 +79,7 @@ def operation_schema(
     """Arguments: URL keywords, then query parameters (filters, pagination, cursor), then body fields.
 
     `reads` collects which attributes of the request saying who is asking the serializer step read."""
-    view = _view_instance(operation, principal)
+    view = view_instance(operation, principal)
     url_schemas = {
         name: lookup_schema(operation.view_class, name, schema) for name, schema in operation.route.kwarg_properties().items()
     }
@@ -149,12 +88,12 @@ def operation_schema(
     is_list = operation.method == "get" and not operation.is_detail
     if is_list:
         for backend_class in getattr(view, "filter_backends", []):
-            query.update(_parameters(backend_class(), view))
-        _describe_ordering(view, query)
+            query.update(component_parameters(backend_class(), view))
+        describe_ordering(view, query)
         paginator = getattr(view, "paginator", None)
         if paginator is not None:
             operation.paginated = True
-            query.update({name: schema for name, schema in _parameters(paginator, view).items() if name != PAGINATOR_CURSOR})
+            query.update({name: schema for name, schema in component_parameters(paginator, view).items() if name != PAGINATOR_CURSOR})
             query[PAGINATOR_CURSOR] = {
                 "type": "string",
                 "maxLength": CURSOR_MAX_LENGTH,
@@ -249,76 +188,12 @@ def _is_nested(schema: Mapping[str, Any]) -> bool:
     return "object" in kinds or (isinstance(items, Mapping) and items.get("type") == "object")
 
 
-def _filterset_parameters(backend: Any, view: Any) -> dict[str, Any] | None:
-    """django-filter's FilterSet fields (django-filter no longer describes them for DRF schemas itself)."""
-    if not hasattr(backend, "get_filterset_class"):
-        return None
-    from mcp_expose.declare.adapters.field_schema import django_field_schema
-
-    queryset = getattr(view, "queryset", None)
-    if queryset is None:
-        try:
-            queryset = view.get_queryset()
-        except Exception:  # noqa: BLE001  (a queryset that needs a request)
-            return {}
-    filterset_class = backend.get_filterset_class(view, queryset)
-    if filterset_class is None:
-        return {}
-    parameters = {}
-    for name, declared in filterset_class.base_filters.items():
-        schema = django_field_schema(declared.field)
-        if schema is not None:
-            parameters[name] = schema
-    return parameters
 
 
-def _parameters(component: Any, view: Any) -> dict[str, Any]:
-    from_filterset = _filterset_parameters(component, view)
-    if from_filterset is not None:
-        return from_filterset
-    try:
-        parameters = component.get_schema_operation_parameters(view)
-    except Exception:  # noqa: BLE001  (django-filter may need a queryset that depends on the request)
-        logger.warning("Could not read the query parameters of %s", type(component).__name__, exc_info=True)
-        return {}
-    result = {}
-    for parameter in parameters:
-        if parameter.get("in", "query") != "query":
-            continue
-        schema = dict(parameter.get("schema") or {"type": "string"})
-        if parameter.get("description"):
-            schema["description"] = str(parameter["description"])
-        result[str(parameter["name"])] = schema
-    return result
 
 
-def _describe_ordering(view: Any, query: dict[str, Any]) -> None:
-    """OrderingFilter's parameter says only 'string'; name the fields the view allows."""
-    from rest_framework.filters import OrderingFilter
-
-    for backend_class in getattr(view, "filter_backends", []):
-        if issubclass(backend_class, OrderingFilter):
-            backend = backend_class()
-            queryset = getattr(view, "queryset", None)
-            try:
-                fields = [name for name, _ in backend.get_valid_fields(queryset, view, {"request": None})]
-            except Exception:  # noqa: BLE001
-                continue
-            if fields and backend.ordering_param in query:
-                query[backend.ordering_param].update(ordering_schema(fields))
 
 
-def ordering_schema(fields: list[str]) -> dict[str, Any]:
-    """OrderingFilter takes a comma-separated list of the allowed fields, each maybe preceded by "-":
-    "-price,created" sorts by both. Fields outside the list, which HTTP drops without a word, are refused."""
-    one = "-?(?:" + "|".join(re.escape(name) for name in fields) + ")"
-    return {
-        "type": "string",
-        "pattern": rf"^\s*{one}\s*(?:,\s*{one}\s*)*$",
-        "maxLength": sum(len(name) + 2 for name in fields),
-        "description": "Sort by these fields, comma-separated; \"-\" before one sorts it descending. Allowed: "
-                       + ", ".join(fields) + ".",
-    }
 
 
 def _merge(properties: dict[str, Any], extra: dict[str, Any], origin: str, what: str) -> None:
@@ -332,8 +207,8 @@ def _merge(properties: dict[str, Any], extra: dict[str, Any], origin: str, what:
 def call_operation(operation: Operation, arguments: Mapping[str, Any], context: InvocationContext, scope: str) -> Any:
     """Run the view for one call (sync, inside the invocation hop) and return its data."""
     routing = _signature(operation).for_caller(context.principal).routing
-    request = _request(operation, routing, arguments, context, scope)
-    response = run_view(operation.route.callback, request, _url_kwargs(routing, arguments))
+    request = view_call_request(operation, routing, arguments, context, scope)
+    response = run_view(operation.route.callback, request, url_kwargs(routing, arguments))
     data = drf_result(response, request)
     raise_for_status(response, data if not isinstance(data, ContentBundle) else None)
     if operation.paginated and isinstance(data, Mapping) and "results" in data:
@@ -349,117 +224,18 @@ def _signature(operation: Operation) -> ViewSignature:
     return operation.signature
 
 
-def _url_kwargs(routing: Routing, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    return {kwarg: arguments[argument] for argument, kwarg in routing.url.items() if argument in arguments}
 
 
-def _request(
-    operation: Operation, routing: Routing, arguments: Mapping[str, Any], context: InvocationContext, scope: str
-) -> Any:
-    query = {name: arguments[name] for name in routing.query if name in arguments and name != PAGINATOR_CURSOR}
-    if arguments.get(PAGINATOR_CURSOR) and operation.paginated:
-        allowed = routing.query | _paginator_keys(operation)
-        for key, value in read_cursor(arguments[PAGINATOR_CURSOR], scope):
-            if key in allowed:
-                query[key] = value
-    body = {name: arguments[name] for name in routing.body - routing.files if name in arguments}
-    files = {name: uploaded_file(arguments[name], name) for name in routing.files if arguments.get(name) is not None}
-    return view_request(
-        context, operation.method.upper(), operation.route.url_name, _url_kwargs(routing, arguments), query,
-        body if operation.method in BODY_METHODS else None, encoding=routing.encoding, files=files,
-    )
 
 
-def _validates_with_serializer(operation: Operation) -> bool:
-    """Whether the operation is a generic mixin's write left as DRF wrote it, whose validation is its
-    serializer's alone: the view's errors can then be had without running it."""
-    from rest_framework import mixins
-
-    view = operation.view_class
-    if operation.method not in GENERIC_WRITES:
-        return False
-    handlers = [operation.action]
-    if operation.method == operation.action:  # an APIView method: DRF's own (generics.CreateAPIView.post) only
-        handler = getattr(view, operation.method, None)
-        if handler is None or not getattr(handler, "__module__", "").startswith("rest_framework."):
-            return False
-        handlers = [GENERIC_WRITES[operation.method]]
-    for name in handlers:
-        mixin = {"create": mixins.CreateModelMixin, "update": mixins.UpdateModelMixin,
-                 "partial_update": mixins.UpdateModelMixin}.get(name)
-        if mixin is None or not issubclass(view, mixin) or getattr(view, name) is not getattr(mixin, name):
-            return False
-    return True
 
 
-def _explain(operation: Operation, refusal: InvalidInput, arguments: Mapping[str, Any], context: InvocationContext,
-             routing: Routing) -> InvalidInput:
-    """The schema's refusal joined with what the view's serializer says about the same arguments, as over HTTP
-    (where the view reports every field at once). Runs the view's permission checks and its object lookup,
-    then validates without saving; a refused lookup is answered as the view answers it."""
-    problems = list(refusal.details or [])
-    url_paths = {f"$.{argument}" for argument in routing.url}
-    if any(problem["path"] in url_paths or problem["path"] == "$" for problem in problems):
-        return refusal  # the view cannot be reached with these URL arguments
-    view_problems = _serializer_errors(operation, routing, arguments, context)
-    if not view_problems:
-        return refusal
-    reported = {problem["path"] for problem in view_problems}
-    kept = [problem for problem in problems if problem["path"] not in reported]
-    return InvalidInput("The view refused the arguments.",
-                        details=sorted([*view_problems, *kept], key=lambda problem: problem["path"]))
 
 
-def _serializer_errors(operation: Operation, routing: Routing, arguments: Mapping[str, Any],
-                       context: InvocationContext) -> list[dict[str, str]]:
-    from django.http import Http404
-    from rest_framework import exceptions
-
-    kwargs = _url_kwargs(routing, arguments)
-    http_request = _request(operation, routing, arguments, context, "")  # the body as the call would send it
-    view = operation.view_class(**operation.initkwargs)
-    view.setup(http_request, **kwargs)
-    view.action, view.format_kwarg, view.headers = operation.action, None, {}
-    view.action_map = {operation.method: operation.action}
-    request = view.initialize_request(http_request, **kwargs)
-    view.request = request
-    try:
-        view.perform_authentication(request)
-        view.check_permissions(request)
-        instance = view.get_object() if operation.method in ("put", "patch") else None
-        serializer = view.get_serializer(instance, data=request.data, partial=operation.method == "patch")
-        serializer.is_valid()
-    except Http404:
-        raise NotFound("Not found.") from None
-    except exceptions.APIException as exc:
-        response = view.handle_exception(exc)
-        raise_for_status(response, response.data)
-        return []
-    return field_errors(serializer.errors)
 
 
-def _paginator_keys(operation: Operation) -> frozenset[str]:
-    paginator = getattr(_view_instance(operation), "paginator", None)
-    names = {getattr(paginator, attribute, None) for attribute in
-             ("page_query_param", "page_size_query_param", "limit_query_param", "offset_query_param", "cursor_query_param")}
-    return frozenset(name for name in names if name)
 
 
-def annotations_for(method: str) -> dict[str, bool]:
-    """Derived from HTTP semantics: safe methods read, DELETE destroys, PUT and DELETE repeat harmlessly."""
-    if method == "get":
-        return {"read_only": True}
-    if method == "delete":
-        return {"read_only": False, "destructive": True, "idempotent": True}
-    if method == "put":
-        return {"read_only": False, "idempotent": True}
-    return {"read_only": False, "destructive": False}
 
 
-def is_drf_view(view: Any) -> bool:
-    try:
-        from rest_framework.views import APIView
-    except ImportError:
-        return False
-    return isinstance(view, type) and issubclass(view, APIView)
 

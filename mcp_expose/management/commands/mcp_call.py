@@ -10,7 +10,7 @@ from mcp_expose.calls.dispatch import CallRequest, call_tool
 from mcp_expose.catalog.compiled import provider
 from mcp_expose.core.errors import UnknownTool
 from mcp_expose.management.cli import local_principal
-from mcp_expose.serving.server import render_outcome
+from mcp_expose.serving.wire import render_outcome
 
 
 class Command(BaseCommand):

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand
 from mcp_expose.access.policy import decide
 from mcp_expose.catalog.compiled import provider
 from mcp_expose.management.cli import local_principal
-from mcp_expose.serving.server import tool_definition
+from mcp_expose.serving.wire import tool_definition
 
 
 class Command(BaseCommand):

@@ -1,20 +1,18 @@
-"""Admin for exposure rows (switch tools on and off) and API keys (secret shown once)."""
+"""Exposure rows in the admin: switch tools on and off, set how they are served, try them, and see the overview."""
 
 from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils import timezone
-from django.utils.cache import patch_cache_control
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
@@ -22,7 +20,7 @@ from django.utils.translation import ngettext
 from mcp_expose.catalog.compiled import effective_confirmation, provider
 from mcp_expose.declare.json_schemas import thaw
 from mcp_expose.declare.registry import APPROVAL_PAGE_CHANNEL, Capability, registry
-from mcp_expose.models import ApiKey, Confirmation, CredentialLeak, ExposedTool, PromptTemplate, ToolCall
+from mcp_expose.models import ExposedTool, ToolCall
 
 
 class AppLabelFilter(admin.SimpleListFilter):
@@ -284,149 +282,13 @@ class ExposedToolAdmin(admin.ModelAdmin):
         self._set_enabled(request, queryset, False)
 
 
-@admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["name", "user", "prefix", "scopes", "status", "expires_at", "last_used_at", "created_at"]
-    list_filter = ["revoked_at", "expires_at"]
-    search_fields = ["name", "prefix", "user__username", "scopes"]
-    raw_id_fields = ["user"]
-    actions = ["revoke_selected"]
-    readonly_fields = ["prefix", "revoked_at", "revoked_reason", "last_used_at", "created_at"]
-    created_template = "admin/mcp_expose/apikey/created.html"
-
-    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[Any]:
-        if obj is None:
-            # Only a superuser may create a key that acts as someone else.
-            owner = ["user"] if request.user.is_superuser else []
-            return ["name", *owner, "scopes", "expires_at"]
-        return ["name", "user", "prefix", "scopes", "expires_at", "revoked_at", "revoked_reason", "last_used_at",
-                "created_at"]
-
-    def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
-        # A key's owner never changes: moving a key would hand its holder another user's rights.
-        return [*self.readonly_fields, "user"] if obj is not None else list(self.readonly_fields)
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiKey]:
-        keys = super().get_queryset(request)
-        return keys if request.user.is_superuser else keys.filter(user=request.user)
-
-    @admin.display(description=_("status"))
-    def status(self, obj: ApiKey) -> str:
-        if obj.revoked_at is not None:
-            return str(_("revoked"))
-        if not obj.is_usable:
-            return str(_("expired or user inactive"))
-        return str(_("active"))
-
-    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
-        if not change:
-            if not request.user.is_superuser:
-                obj.user = cast(Any, request.user)  # a staff member: signed in
-            request._mcp_api_key_secret = obj.assign_secret()  # type: ignore[attr-defined]
-        super().save_model(request, obj, form, change)
-
-    def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None) -> HttpResponse:
-        """Show the secret in this response only; it is not stored and cannot be shown again."""
-        secret = getattr(request, "_mcp_api_key_secret", None)
-        if secret is None:
-            return super().response_add(request, obj, post_url_continue)
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.opts,
-            "title": _("API key created"),
-            "api_key": obj,
-            "secret": secret,
-        }
-        response = TemplateResponse(request, self.created_template, context)
-        patch_cache_control(response, no_store=True)
-        return response
-
-    @admin.action(description=_("Revoke selected API keys"), permissions=["change"])
-    def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
-        revoked = 0
-        for key in queryset.filter(revoked_at__isnull=True):
-            key.revoke(reason=str(_("Revoked in the admin.")))
-            self.log_change(request, key, [{"changed": {"fields": ["revoked_at", "revoked_reason"]}}])
-            revoked += 1
-        self.message_user(
-            request,
-            ngettext("%(count)d API key revoked.", "%(count)d API keys revoked.", revoked) % {"count": revoked},
-            messages.SUCCESS,
-        )
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Records written by the server: viewable and deletable, never edited by hand."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
-@admin.register(ToolCall)
-class ToolCallAdmin(ReadOnlyAdmin):
-    list_display = ["created_at", "tool_name", "username", "auth_method", "client_id", "outcome", "duration_ms",
-                    "depth", "protocol_version"]
-    list_filter = ["outcome", "tool_name", "auth_method", "protocol_version", "created_at", "client_id", "username"]
-    search_fields = ["tool_name", "username", "client_id", "api_key_prefix", "conversation_id", "incident"]
-    date_hierarchy = "created_at"
-    change_list_template = "admin/mcp_expose/toolcall/change_list.html"
-
-    def get_urls(self) -> list[Any]:
-        summary = path("summary/", self.admin_site.admin_view(self.summary_view), name="mcp_expose_toolcall_summary")
-        return [summary, *super().get_urls()]
-
-    def summary_view(self, request: HttpRequest) -> HttpResponse:
-        """Calls, error and denial rates, p50/p95 latency per tool, for the last day and week."""
-        from mcp_expose.calls import usage_writer
-        from mcp_expose.operator.charts import bar_chart, meter
-        from mcp_expose.operator.usage_report import hourly_calls, summary
-
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        report = summary()
-        hourly = hourly_calls()
-        for window in report["windows"].values():
-            for stat in window["tools"]:
-                stat["error_meter"] = meter(stat["error_rate"], label=f"{stat['tool']}: error rate {stat['error_rate']:.0%}")
-                stat["denial_meter"] = meter(
-                    stat["denial_rate"], label=f"{stat['tool']}: denial rate {stat['denial_rate']:.0%}", color="#b8860b"
-                )
-        peak_p95 = max((stat["p95_ms"] for stat in report["windows"]["day"]["tools"]), default=0) or 1
-        for stat in report["windows"]["day"]["tools"]:
-            stat["latency_meter"] = meter(stat["p95_ms"] / peak_p95, label=f"{stat['tool']}: p95 {stat['p95_ms']} ms",
-                                          color="#417690")
-        series = [
-            {"tool": tool, "total": sum(counts), "chart": bar_chart(counts, label=f"{tool}: calls per hour, last 24 hours")}
-            for tool, counts in sorted(hourly.items(), key=lambda item: -sum(item[1]))
-        ]
-        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": _("Tool usage"),
-                   "report": report, "series": series, "unwritten": usage_writer.status()}
-        return TemplateResponse(request, "admin/mcp_expose/toolcall/summary.html", context)
 
 
-@admin.register(CredentialLeak)
-class CredentialLeakAdmin(ReadOnlyAdmin):
-    list_display = ["revoked_at", "kind", "identifier", "user", "client_id", "reason"]
-    list_filter = ["kind", "revoked_at"]
-    search_fields = ["identifier", "user__username", "client_id"]
-    date_hierarchy = "revoked_at"
 
 
-@admin.register(Confirmation)
-class ConfirmationAdmin(ReadOnlyAdmin):
-    list_display = ["created_at", "tool_name", "user", "channel", "status", "decided_at", "used_at", "expires_at"]
-    list_filter = ["status", "channel", "tool_name", "created_at"]
-    search_fields = ["tool_name", "user__username", "caller"]
-    date_hierarchy = "created_at"
 
 
-@admin.register(PromptTemplate)
-class PromptTemplateAdmin(admin.ModelAdmin):
-    list_display = ["name", "enabled", "title", "scopes", "updated_at"]
-    list_editable = ["enabled"]
-    list_filter = ["enabled"]
-    search_fields = ["name", "title", "description", "template"]
-    fields = ["name", "enabled", "title", "description", "arguments", "template", "scopes"]

@@ -1,0 +1,20 @@
+"""The Django admin for the app: a module per kind of row, each registering its own `ModelAdmin`.
+
+Importing the package (as `admin.autodiscover()` does) registers them all.
+"""
+
+from mcp_expose.admin.credentials import ApiKeyAdmin
+from mcp_expose.admin.exposure import AppLabelFilter, ExposedToolAdmin
+from mcp_expose.admin.prompts import PromptTemplateAdmin
+from mcp_expose.admin.records import ConfirmationAdmin, CredentialLeakAdmin, ReadOnlyAdmin, ToolCallAdmin
+
+__all__ = [
+    "ApiKeyAdmin",
+    "AppLabelFilter",
+    "ConfirmationAdmin",
+    "CredentialLeakAdmin",
+    "ExposedToolAdmin",
+    "PromptTemplateAdmin",
+    "ReadOnlyAdmin",
+    "ToolCallAdmin",
+]
