@@ -77,7 +77,9 @@ class Books:
         ).fetchone()
         if found is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"No book {book_id}")
-        columns = dict(zip(("id", "title", "author_id", "isbn", "genre", "published", "price", "copies"), found, strict=True))
+        columns = dict(
+            zip(("id", "title", "author_id", "isbn", "genre", "published", "price", "copies"), found, strict=True)
+        )
         return {column: columns[column] for column in BOOK_COLUMNS}
 
     def detail(self, book_id: int) -> dict[str, Any]:
@@ -91,8 +93,14 @@ class Books:
             raise MCPError(code=types.INVALID_PARAMS, message=f"No book {book_id}")
         bid, title, isbn, genre, published, price, copies, author_id, author, born = found
         return {
-            "id": bid, "title": title, "isbn": isbn, "genre": genre, "published": published,
-            "price": f"{Decimal(str(price)):.2f}", "copies": copies, "available": self._available(bid, copies),
+            "id": bid,
+            "title": title,
+            "isbn": isbn,
+            "genre": genre,
+            "published": published,
+            "price": f"{Decimal(str(price)):.2f}",
+            "copies": copies,
+            "available": self._available(bid, copies),
             "author": {"id": author_id, "name": author, "born": born},
         }
 

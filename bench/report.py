@@ -39,12 +39,24 @@ def rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 verdict = ""
             else:
                 verdict = "met" if ratio >= goal else "missed"
-            out.append({"workload": workload.name, "title": workload.title, "era": cell["era"],
-                        "concurrency": cell["concurrency"], "ours": ours, "bare": bare, "ratio": ratio,
-                        "ceiling": ceiling,
-                        "ceiling_ratio": ceiling["rps"] / bare["rps"] if ceiling and not ceiling["failures"]
-                        and bare["rps"] else None,
-                        "target": goal, "target_rule": rule, "verdict": verdict})
+            out.append(
+                {
+                    "workload": workload.name,
+                    "title": workload.title,
+                    "era": cell["era"],
+                    "concurrency": cell["concurrency"],
+                    "ours": ours,
+                    "bare": bare,
+                    "ratio": ratio,
+                    "ceiling": ceiling,
+                    "ceiling_ratio": ceiling["rps"] / bare["rps"]
+                    if ceiling and not ceiling["failures"] and bare["rps"]
+                    else None,
+                    "target": goal,
+                    "target_rule": rule,
+                    "verdict": verdict,
+                }
+            )
     return out
 
 
@@ -53,9 +65,17 @@ def idle_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for result in results:
         ours, bare = result["idle_rss_mb"]["ours"], result["idle_rss_mb"]["bare"]
         ratio = ours / bare
-        out.append({"workload": result["workload"], "catalogs": f"{result['ours_catalog']} / {result['bare_catalog']}",
-                    "ours_mb": ours, "bare_mb": bare, "ratio": ratio, "target": IDLE_RSS_TARGET,
-                    "verdict": "met" if ratio <= IDLE_RSS_TARGET else "missed"})
+        out.append(
+            {
+                "workload": result["workload"],
+                "catalogs": f"{result['ours_catalog']} / {result['bare_catalog']}",
+                "ours_mb": ours,
+                "bare_mb": bare,
+                "ratio": ratio,
+                "target": IDLE_RSS_TARGET,
+                "verdict": "met" if ratio <= IDLE_RSS_TARGET else "missed",
+            }
+        )
     return out
 
 
@@ -100,6 +120,8 @@ def markdown(table: list[dict[str, Any]], idle: list[dict[str, Any]]) -> str:
         "|---|---|--:|--:|--:|--:|---|",
     ]
     for row in idle:
-        lines.append(f"| {WORKLOADS[row['workload']].title} | {row['catalogs']} | {_n(row['ours_mb'])} | "
-                     f"{_n(row['bare_mb'])} | {_n(row['ratio'], 2)}× | ≤ {row['target']}× | {row['verdict']} |")
+        lines.append(
+            f"| {WORKLOADS[row['workload']].title} | {row['catalogs']} | {_n(row['ours_mb'])} | "
+            f"{_n(row['bare_mb'])} | {_n(row['ratio'], 2)}× | ≤ {row['target']}× | {row['verdict']} |"
+        )
     return "\n".join(lines) + "\n"

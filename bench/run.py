@@ -36,12 +36,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--duration", type=int, default=3, help="seconds per measured run (default 3)")
     parser.add_argument("--warmup", type=int, default=1, help="seconds of unmeasured load before each run (0: none)")
     parser.add_argument("--rounds", type=int, default=2, help="runs per server and cell, alternating (default 2)")
-    parser.add_argument("--only", action="append", choices=sorted(WORKLOADS), metavar="WORKLOAD",
-                        help=f"run only this workload (repeatable): {', '.join(WORKLOADS)}")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(WORKLOADS),
+        metavar="WORKLOAD",
+        help=f"run only this workload (repeatable): {', '.join(WORKLOADS)}",
+    )
     parser.add_argument("--era", action="append", choices=ERAS, help="only this protocol era (repeatable)")
     parser.add_argument("--concurrency", type=int, action="append", help="connections (repeatable; default 1 and 16)")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("results.json"), help="JSON results file")
-    parser.add_argument("--data-dir", type=Path, help="keep the demo database and server logs here (default: a temp dir)")
+    parser.add_argument(
+        "--data-dir", type=Path, help="keep the demo database and server logs here (default: a temp dir)"
+    )
     args = parser.parse_args(argv)
     if args.duration < 1 or args.rounds < 1 or args.warmup < 0:
         parser.error("--duration and --rounds must be at least 1, --warmup at least 0")
@@ -66,8 +73,9 @@ def _source() -> dict[str, Any]:
     root = Path(__file__).resolve().parent.parent
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
-        changed = subprocess.run(["git", "status", "--porcelain", "--", "mcp_expose", "project"], cwd=root,
-                                 capture_output=True, text=True).stdout.split("\n")
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--", "mcp_expose", "project"], cwd=root, capture_output=True, text=True
+        ).stdout.split("\n")
     except OSError:
         return {}
     return {"commit": commit, "uncommitted_changes": [line[3:] for line in changed if line.strip()]}
@@ -88,15 +96,22 @@ def main(argv: list[str]) -> int:
     args = parse(argv)
     missing = [name for name in ("django", "mcp", "uvicorn") if importlib.util.find_spec(name) is None]
     if missing:
-        raise SystemExit(f"{', '.join(missing)} not importable: run with the project's virtualenv, "
-                         "e.g. .venv/bin/python bench/run.py")
+        raise SystemExit(
+            f"{', '.join(missing)} not importable: run with the project's virtualenv, "
+            "e.g. .venv/bin/python bench/run.py"
+        )
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored (`cmd &`)
     # Keep this process (and the Django commands it runs) off the servers' core; servers re-pin themselves.
     os.sched_setaffinity(0, {int(LOAD_CPU)})
     find_wrk()
-    plan = Plan(eras=tuple(args.era or ERAS), concurrencies=tuple(args.concurrency or (1, 16)),
-                rounds=args.rounds, seconds=args.duration, warmup=args.warmup)
+    plan = Plan(
+        eras=tuple(args.era or ERAS),
+        concurrencies=tuple(args.concurrency or (1, 16)),
+        rounds=args.rounds,
+        seconds=args.duration,
+        warmup=args.warmup,
+    )
     names = args.only or list(WORKLOADS)
     measured_on = environment()  # before the runs: the code that is about to be measured
 

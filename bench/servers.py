@@ -67,8 +67,18 @@ class Server:
         env = {**os.environ, **self.env}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         command = [
-            "taskset", "-c", SERVER_CPU, sys.executable, "-m", "uvicorn", self.app,
-            "--host", "127.0.0.1", "--port", str(self.port), *uvicorn_options(),
+            "taskset",
+            "-c",
+            SERVER_CPU,
+            sys.executable,
+            "-m",
+            "uvicorn",
+            self.app,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            *uvicorn_options(),
         ]
         with open(self.log_path, "wb") as log:
             # taskset execs the interpreter, so this pid is the server's own.

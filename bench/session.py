@@ -41,7 +41,11 @@ class Plan:
 
 
 def django_env(data_dir: Path) -> dict[str, str]:
-    return {"DJANGO_SETTINGS_MODULE": "bench.settings", "DEMO_DATA_DIR": str(data_dir), "MCP_EXPOSE_LOG_LEVEL": "WARNING"}
+    return {
+        "DJANGO_SETTINGS_MODULE": "bench.settings",
+        "DEMO_DATA_DIR": str(data_dir),
+        "MCP_EXPOSE_LOG_LEVEL": "WARNING",
+    }
 
 
 def _django(data_dir: Path, *args: str) -> str:
@@ -78,8 +82,10 @@ def run_workload(
         targets = _start_pair(workload, plan, data_dir, api_key, stack)
         parity = _compare_and_warm_up(workload, targets, plan.warmup, log)
         time.sleep(0.5)
-        idle = {target.server.label: proc.memory_kb(target.server.pid, "VmRSS") / 1024
-                for target in next(iter(targets.values()))}
+        idle = {
+            target.server.label: proc.memory_kb(target.server.pid, "VmRSS") / 1024
+            for target in next(iter(targets.values()))
+        }
         log(f"  idle RSS after start + warm-up: ours {idle['ours']:.1f} MB, bare {idle['bare']:.1f} MB")
         raws = {era: _start_ceiling(workload, pair[0], data_dir, stack) for era, pair in targets.items()}
         cells = []
@@ -96,8 +102,15 @@ def run_workload(
                 log(f"  {workload.name:8} {era} c={connections:<3} raw ASGI ceiling: {_describe(ceiling)}")
                 runs["ceiling"] = [ceiling]
                 cells.append({"era": era, "concurrency": connections, "runs": runs})
-    return {"workload": workload.name, "title": workload.title, "ours_catalog": workload.ours_catalog,
-            "bare_catalog": workload.bare_catalog, "idle_rss_mb": idle, "parity": parity, "cells": cells}
+    return {
+        "workload": workload.name,
+        "title": workload.title,
+        "ours_catalog": workload.ours_catalog,
+        "bare_catalog": workload.bare_catalog,
+        "idle_rss_mb": idle,
+        "parity": parity,
+        "cells": cells,
+    }
 
 
 def _start_pair(
@@ -106,8 +119,16 @@ def _start_pair(
     """Both servers started (and registered for stopping), and how to call each in each era."""
     bare_token = secrets.token_urlsafe(32)
     ours = Server("ours", OURS_APP, django_env(data_dir), data_dir)
-    bare = Server("bare", BARE_APP, {"BENCH_BARE_CATALOG": workload.bare_catalog,
-                                     "BENCH_DB": str(data_dir / "demo.sqlite3"), "BENCH_TOKEN": bare_token}, data_dir)
+    bare = Server(
+        "bare",
+        BARE_APP,
+        {
+            "BENCH_BARE_CATALOG": workload.bare_catalog,
+            "BENCH_DB": str(data_dir / "demo.sqlite3"),
+            "BENCH_TOKEN": bare_token,
+        },
+        data_dir,
+    )
     bare.env["BENCH_RESOURCE"] = bare.url
     for server in (ours, bare):
         stack.callback(server.stop)
@@ -126,7 +147,9 @@ def _start_ceiling(workload: Workload, ours: Target, data_dir: Path, stack: Exit
     reply = protocol.post(ours.server.url, ours.bodies()[0], ours.request_headers())
     body_path = data_dir / f"ceiling-{workload.name}-{ours.era}.body"
     body_path.write_bytes(reply.body)
-    raw = Server("raw", RAW_APP, {"BENCH_RAW_BODY": str(body_path), "BENCH_RAW_CONTENT_TYPE": reply.content_type}, data_dir)
+    raw = Server(
+        "raw", RAW_APP, {"BENCH_RAW_BODY": str(body_path), "BENCH_RAW_CONTENT_TYPE": reply.content_type}, data_dir
+    )
     stack.callback(raw.stop)
     raw.start()
     return raw
@@ -150,6 +173,8 @@ def _compare_and_warm_up(
 
 def _describe(run: dict[str, Any]) -> str:
     noise = run["other_load_percent"]
-    return (f"{run['rps']:8.1f} req/s  p50 {run['p50_ms']:.2f} ms  p99 {run['p99_ms']:.2f} ms  "
-            f"{run['cpu_us_per_req'] or 0:.0f} µs CPU/req  failures {run['failures']}"
-            + (f"  (other load on the server core {noise:.0f}%)" if noise > NOISY_PERCENT else ""))
+    return (
+        f"{run['rps']:8.1f} req/s  p50 {run['p50_ms']:.2f} ms  p99 {run['p99_ms']:.2f} ms  "
+        f"{run['cpu_us_per_req'] or 0:.0f} µs CPU/req  failures {run['failures']}"
+        + (f"  (other load on the server core {noise:.0f}%)" if noise > NOISY_PERCENT else "")
+    )

@@ -45,7 +45,9 @@ def _listing(expected: list[str]) -> Callable[[dict[str, Any], dict[str, Any]], 
     return check
 
 
-def _call(check_content: Callable[[Any, dict[str, Any]], bool]) -> Callable[[dict[str, Any], dict[str, Any]], str | None]:
+def _call(
+    check_content: Callable[[Any, dict[str, Any]], bool],
+) -> Callable[[dict[str, Any], dict[str, Any]], str | None]:
     def check(result: dict[str, Any], arguments: dict[str, Any]) -> str | None:
         if result.get("isError"):
             return f"tool error: {str(result)[:300]}"
@@ -69,18 +71,65 @@ MANY = [many_tool_name(index) for index in range(MANY_TOOLS)]
 WORKLOADS: dict[str, Workload] = {
     workload.name: workload
     for workload in (
-        Workload("list2", "tools/list, 2 tools", "tools/list", None, [], "two", "two",
-                 f'"{BOOK_TOOL}"', _listing([BOOK_TOOL, ECHO_TOOL])),
-        Workload("list200", "tools/list, 200 tools", "tools/list", None, [], "many", "many",
-                 f'"{MANY[-1]}"', _listing(MANY)),
-        Workload("echo", "tools/call echo", "tools/call", ECHO_TOOL, _echo_arguments, "calls", "calls",
-                 ECHO_TEXT, _call(_echo)),
-        Workload("orm", "tools/call one-row read", "tools/call", READ_TOOL,
-                 [{"book_id": book} for book in BOOK_IDS], "calls", "calls", '"isbn"', _call(_book("book_id"))),
-        Workload("drf", "tools/call DRF view", "tools/call", VIEW_TOOL,
-                 [{"pk": str(book)} for book in BOOK_IDS], "calls", "calls", "author_detail", _call(_book("pk"))),
-        Workload("oauth", "tools/call echo, OAuth token", "tools/call", ECHO_TOOL, _echo_arguments, "calls", "oauth",
-                 ECHO_TEXT, _call(_echo), oauth=True),
+        Workload(
+            "list2",
+            "tools/list, 2 tools",
+            "tools/list",
+            None,
+            [],
+            "two",
+            "two",
+            f'"{BOOK_TOOL}"',
+            _listing([BOOK_TOOL, ECHO_TOOL]),
+        ),
+        Workload(
+            "list200", "tools/list, 200 tools", "tools/list", None, [], "many", "many", f'"{MANY[-1]}"', _listing(MANY)
+        ),
+        Workload(
+            "echo",
+            "tools/call echo",
+            "tools/call",
+            ECHO_TOOL,
+            _echo_arguments,
+            "calls",
+            "calls",
+            ECHO_TEXT,
+            _call(_echo),
+        ),
+        Workload(
+            "orm",
+            "tools/call one-row read",
+            "tools/call",
+            READ_TOOL,
+            [{"book_id": book} for book in BOOK_IDS],
+            "calls",
+            "calls",
+            '"isbn"',
+            _call(_book("book_id")),
+        ),
+        Workload(
+            "drf",
+            "tools/call DRF view",
+            "tools/call",
+            VIEW_TOOL,
+            [{"pk": str(book)} for book in BOOK_IDS],
+            "calls",
+            "calls",
+            "author_detail",
+            _call(_book("pk")),
+        ),
+        Workload(
+            "oauth",
+            "tools/call echo, OAuth token",
+            "tools/call",
+            ECHO_TOOL,
+            _echo_arguments,
+            "calls",
+            "oauth",
+            ECHO_TEXT,
+            _call(_echo),
+            oauth=True,
+        ),
     )
 }
 

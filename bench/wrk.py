@@ -61,8 +61,21 @@ def run(load: Load, connections: int, seconds: int, timeout: int = 10) -> dict[s
         config.write(_config(load))
     try:
         command = [
-            "taskset", "-c", LOAD_CPU, find_wrk(), "-t", str(connections), "-c", str(connections),
-            "-d", f"{seconds}s", "--timeout", f"{timeout}s", "-s", str(LUA_SCRIPT), load.url,
+            "taskset",
+            "-c",
+            LOAD_CPU,
+            find_wrk(),
+            "-t",
+            str(connections),
+            "-c",
+            str(connections),
+            "-d",
+            f"{seconds}s",
+            "--timeout",
+            f"{timeout}s",
+            "-s",
+            str(LUA_SCRIPT),
+            load.url,
         ]
         env = {**os.environ, "BENCH_WRK_CONFIG": config.name}
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=seconds + timeout + 30)

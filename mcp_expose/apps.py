@@ -49,7 +49,9 @@ def _watch_credentials() -> None:
 
     user_model = get_user_model()
     models: list[type[Model]] = [ApiKey, user_model]
-    relations = [getattr(user_model, name).through for name in ("groups", "user_permissions") if hasattr(user_model, name)]
+    relations = [
+        getattr(user_model, name).through for name in ("groups", "user_permissions") if hasattr(user_model, name)
+    ]
     if apps.is_installed("django.contrib.auth"):
         from django.contrib.auth.models import Group
 

@@ -176,8 +176,14 @@ def _exposure_rows() -> Mapping[str, Any] | None:
         return None
 
 
-OUTAGE_SECONDS = ("CACHE_CONNECT_TIMEOUT", "CACHE_READ_TIMEOUT", "CACHE_RETRY_SECONDS", "REVISION_STALENESS_SECONDS",
-                  "REVISION_AUDIT_SECONDS", "CREDENTIAL_OUTAGE_GRACE_SECONDS")
+OUTAGE_SECONDS = (
+    "CACHE_CONNECT_TIMEOUT",
+    "CACHE_READ_TIMEOUT",
+    "CACHE_RETRY_SECONDS",
+    "REVISION_STALENESS_SECONDS",
+    "REVISION_AUDIT_SECONDS",
+    "CREDENTIAL_OUTAGE_GRACE_SECONDS",
+)
 
 
 def _outage_setting_messages(conf: Any) -> list[checks.CheckMessage]:
@@ -186,18 +192,32 @@ def _outage_setting_messages(conf: Any) -> list[checks.CheckMessage]:
     for name in OUTAGE_SECONDS:
         value = getattr(conf, name)
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != value:
-            messages.append(checks.Error(f"MCP_EXPOSE[{name!r}] is {value!r}.", hint="Use a number of seconds, 0 or more.",
-                                         id="mcp_expose.E014"))
+            messages.append(
+                checks.Error(
+                    f"MCP_EXPOSE[{name!r}] is {value!r}.",
+                    hint="Use a number of seconds, 0 or more.",
+                    id="mcp_expose.E014",
+                )
+            )
     for name in ("CACHE_CONNECT_TIMEOUT", "CACHE_READ_TIMEOUT"):
         value = getattr(conf, name)
         if isinstance(value, int | float) and not isinstance(value, bool) and value == 0:
-            messages.append(checks.Error(f"MCP_EXPOSE[{name!r}] is 0, which redis-py takes as no timeout at all.",
-                                         hint="Use a fraction of a second, such as 0.5.", id="mcp_expose.E014"))
+            messages.append(
+                checks.Error(
+                    f"MCP_EXPOSE[{name!r}] is 0, which redis-py takes as no timeout at all.",
+                    hint="Use a fraction of a second, such as 0.5.",
+                    id="mcp_expose.E014",
+                )
+            )
     path = conf.HEALTH_PATH
     if path not in (None, "", False) and (
         not isinstance(path, str) or not path.startswith("/") or path.rstrip("/") == conf.PATH.rstrip("/")
     ):
-        messages.append(checks.Error(f"MCP_EXPOSE['HEALTH_PATH'] is {path!r}.",
-                                     hint="Use an absolute path other than PATH, such as '/mcp/health', or '' for none.",
-                                     id="mcp_expose.E015"))
+        messages.append(
+            checks.Error(
+                f"MCP_EXPOSE['HEALTH_PATH'] is {path!r}.",
+                hint="Use an absolute path other than PATH, such as '/mcp/health', or '' for none.",
+                id="mcp_expose.E015",
+            )
+        )
     return messages

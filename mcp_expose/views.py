@@ -62,14 +62,20 @@ def connect(request: HttpRequest) -> HttpResponse:
         (
             "MCP Inspector CLI, with an API key",
             "shell",
-            f'npx @modelcontextprotocol/inspector --cli {url} --transport http --method tools/list \\\n'
+            f"npx @modelcontextprotocol/inspector --cli {url} --transport http --method tools/list \\\n"
             f'  --header "Authorization: Bearer $MCP_API_KEY"',
         ),
     ]
     return render(
         request,
         "mcp_expose/connect.html",
-        {"mcp_url": url, "configs": configs, "scopes": scopes, "base_scope": conf.BASE_SCOPE, "api_key_url": api_key_url},
+        {
+            "mcp_url": url,
+            "configs": configs,
+            "scopes": scopes,
+            "base_scope": conf.BASE_SCOPE,
+            "api_key_url": api_key_url,
+        },
     )
 
 

@@ -111,8 +111,17 @@ def start_server(
     "info" uvicorn writes its access log (through the demo's LOGGING)."""
     port = port or free_port()
     command = [
-        "-m", "uvicorn", "project.asgi:application",
-        "--host", "127.0.0.1", "--port", str(port), "--lifespan", lifespan, "--log-level", log_level,
+        "-m",
+        "uvicorn",
+        "project.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--lifespan",
+        lifespan,
+        "--log-level",
+        log_level,
     ]
     return _launch(data_dir, port, command, env)
 

@@ -119,9 +119,7 @@ def exchange_code(base_url: str, client_id: str, code: str, verifier: str, resou
     return httpx2.post(base_url + "/o/token/", data=data)
 
 
-def obtain_token(
-    browser: Browser, base_url: str, client_id: str, scope: str, resource: str | None
-) -> dict[str, Any]:
+def obtain_token(browser: Browser, base_url: str, client_id: str, scope: str, resource: str | None) -> dict[str, Any]:
     """The whole authorization-code + PKCE dance; returns the token response."""
     verifier, challenge = pkce_pair()
     params = authorize_params(client_id, scope, challenge, resource)

@@ -34,8 +34,12 @@ MCP_EXPOSE = {
     "USAGE_SPILL_DIR": os.environ.get("MCP_TEST_USAGE_SPILL_DIR") or None,
     "LEGACY_SESSIONS": os.environ.get("MCP_TEST_LEGACY_SESSIONS") == "1",
 }
-for _limit in ("MAX_LISTEN_STREAMS", "MAX_LISTEN_STREAMS_PER_CALLER", "MAX_LEGACY_SESSIONS_PER_CALLER",
-               "LEGACY_SESSION_IDLE_SECONDS"):
+for _limit in (
+    "MAX_LISTEN_STREAMS",
+    "MAX_LISTEN_STREAMS_PER_CALLER",
+    "MAX_LEGACY_SESSIONS_PER_CALLER",
+    "LEGACY_SESSION_IDLE_SECONDS",
+):
     if f"MCP_TEST_{_limit}" in os.environ:
         MCP_EXPOSE[_limit] = int(os.environ[f"MCP_TEST_{_limit}"])
 if "MCP_TEST_SQLITE_TIMEOUT" in os.environ:

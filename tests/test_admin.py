@@ -78,15 +78,21 @@ def test_change_page_previews_the_schema_and_validates_names(admin_client: Clien
     from oauth2_provider.models import Application
 
     favoured = Application.objects.create(
-        name="Favoured", client_type="public", authorization_grant_type="authorization-code",
+        name="Favoured",
+        client_type="public",
+        authorization_grant_type="authorization-code",
         redirect_uris="http://127.0.0.1/cb",
     )
     assert 'name="allowed_clients"' in page
     ok = admin_client.post(
         url,
         {
-            "enabled": "on", "wire_name": "book", "extra_scopes": "staff", "allowed_clients": [favoured.pk],
-            "confirmation_channel": "client", "csrfmiddlewaretoken": token,
+            "enabled": "on",
+            "wire_name": "book",
+            "extra_scopes": "staff",
+            "allowed_clients": [favoured.pk],
+            "confirmation_channel": "client",
+            "csrfmiddlewaretoken": token,
         },
     )
     assert ok.status_code == 302
@@ -157,7 +163,9 @@ def test_api_key_scopes_are_validated(admin_client: Client) -> None:
     url = "/admin/mcp_expose/apikey/add/"
     token = csrf_token(admin_client, url)
     user = User.objects.get(username="boss")
-    response = admin_client.post(url, {"name": "x", "user": user.pk, "scopes": 'bad"scope', "csrfmiddlewaretoken": token})
+    response = admin_client.post(
+        url, {"name": "x", "user": user.pk, "scopes": 'bad"scope', "csrfmiddlewaretoken": token}
+    )
     assert response.status_code == 200 and "not a valid scope" in response.content.decode()
     assert not ApiKey.objects.filter(name="x").exists()
 
@@ -166,7 +174,9 @@ def test_revoke_action(admin_client: Client) -> None:
     key, secret = ApiKey.create_key(user=User.objects.get(username="boss"), name="old")
     changelist = "/admin/mcp_expose/apikey/"
     token = csrf_token(admin_client, changelist)
-    admin_client.post(changelist, {"action": "revoke_selected", "_selected_action": [key.pk], "csrfmiddlewaretoken": token})
+    admin_client.post(
+        changelist, {"action": "revoke_selected", "_selected_action": [key.pk], "csrfmiddlewaretoken": token}
+    )
     key.refresh_from_db()
     assert key.revoked_at is not None and not key.is_usable
 

@@ -40,8 +40,12 @@ def test_try_it_builds_a_form_from_the_schema_and_shows_the_client_result(boss: 
     assert '<label for="arg-query">query</label>' in page and '<select id="arg-genre"' in page
     assert 'type="number" step="1" id="arg-limit"' in page and "confirm-write" not in page
     response = boss.post(url, {"csrfmiddlewaretoken": token(page), "arg_query": "sagan", "arg_limit": "1"})
-    result = json.loads(re.search(r'<pre class="mcp-json" id="try-result"[^>]*>(.*?)</pre>', response.content.decode(), re.S)
-                        .group(1).replace("&quot;", '"').replace("&#x27;", "'"))
+    result = json.loads(
+        re.search(r'<pre class="mcp-json" id="try-result"[^>]*>(.*?)</pre>', response.content.decode(), re.S)
+        .group(1)
+        .replace("&quot;", '"')
+        .replace("&#x27;", "'")
+    )
     assert result["isError"] is False and result["structuredContent"]["result"][0]["title"] == "Cosmos"
     assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
     call = ToolCall.objects.get(tool_name="library.search_books")
@@ -66,7 +70,9 @@ def test_try_it_asks_before_a_write_and_needs_csrf_and_permission(boss: Client) 
 def test_catalog_overview_explains_why_tools_are_hidden(boss: Client) -> None:
     reader = User.objects.create_user("reader", password="pw")
     ExposedTool.objects.filter(key="library.popular_authors").update(enabled=False)
-    page = boss.get("/admin/mcp_expose/exposedtool/overview/", {"user": reader.pk, "scopes": "library:read"}).content.decode()
+    page = boss.get(
+        "/admin/mcp_expose/exposedtool/overview/", {"user": reader.pk, "scopes": "library:read"}
+    ).content.decode()
     rows = dict(re.findall(r'<tr><th scope="row">([^<]+)</th><td>[^<]*</td><td>[^<]*</td><td>([^<]*)</td></tr>', page))
     assert rows["library.search_books"] == ""
     assert rows["library.borrow_book"] == "missing scope: library:write"
@@ -79,7 +85,9 @@ def test_the_dashboard_draws_charts_without_scripts(boss: Client) -> None:
     from django.utils import timezone
 
     ToolCall.objects.bulk_create(
-        ToolCall(tool_name="library.echo", outcome=outcome, duration_ms=ms, auth_method="api_key", created_at=timezone.now())
+        ToolCall(
+            tool_name="library.echo", outcome=outcome, duration_ms=ms, auth_method="api_key", created_at=timezone.now()
+        )
         for outcome, ms in [("ok", 5.0), ("ok", 7.0), ("internal", 50.0), ("permission_denied", 1.0)]
     )
     page = boss.get("/admin/mcp_expose/toolcall/summary/").content.decode()
@@ -105,14 +113,20 @@ def test_form_submission_parsing() -> None:
     schema = {
         "type": "object",
         "properties": {
-            "n": {"type": "integer"}, "x": {"type": ["number", "string"]}, "flag": {"type": "boolean"},
-            "mode": {"enum": ["a", "b"]}, "data": {"type": "object"}, "note": {"type": "string"},
+            "n": {"type": "integer"},
+            "x": {"type": ["number", "string"]},
+            "flag": {"type": "boolean"},
+            "mode": {"enum": ["a", "b"]},
+            "data": {"type": "object"},
+            "note": {"type": "string"},
         },
         "required": ["n"],
     }
     assert [field.widget for field in form_fields(schema)] == ["number", "text", "checkbox", "select", "json", "text"]
-    arguments, errors = parse_submission(schema, {"arg_n": "3", "arg_x": "1.5", "arg_flag": "on", "arg_mode": "b",
-                                                   "arg_data": '{"k": 1}', "arg_note": ""})
+    arguments, errors = parse_submission(
+        schema,
+        {"arg_n": "3", "arg_x": "1.5", "arg_flag": "on", "arg_mode": "b", "arg_data": '{"k": 1}', "arg_note": ""},
+    )
     assert errors == [] and arguments == {"n": 3, "x": 1.5, "flag": True, "mode": "b", "data": {"k": 1}}
     _, errors = parse_submission(schema, {"arg_n": "three", "arg_mode": "z", "arg_data": "{"})
     assert len(errors) == 3

@@ -117,8 +117,11 @@ async def test_2026_rounds_carry_sealed_state_that_grows(stateful: LiveServer) -
         assert isinstance(first, types.InputRequiredResult) and list(first.input_requests) == ["step1"]
         answer = types.ElicitResult(action="accept", content={"name": SECRET_ANSWER})
         second = await client.session.call_tool(
-            "test_input_required_result_multi_round", {}, allow_input_required=True,
-            input_responses={"step1": answer}, request_state=first.request_state,
+            "test_input_required_result_multi_round",
+            {},
+            allow_input_required=True,
+            input_responses={"step1": answer},
+            request_state=first.request_state,
         )
         assert isinstance(second, types.InputRequiredResult) and list(second.input_requests) == ["step2"]
         assert first.request_state and second.request_state and second.request_state != first.request_state
@@ -128,7 +131,9 @@ async def test_2026_rounds_carry_sealed_state_that_grows(stateful: LiveServer) -
         # ...nor changed in it: one bit flipped in the ciphertext and the server refuses the state.
         with pytest.raises(MCPError) as refused:
             await client.session.call_tool(
-                "test_input_required_result_multi_round", {}, allow_input_required=True,
+                "test_input_required_result_multi_round",
+                {},
+                allow_input_required=True,
                 input_responses={"step2": types.ElicitResult(action="accept", content={"color": "red"})},
                 request_state=flipped(second.request_state),
             )
@@ -193,8 +198,14 @@ async def test_log_messages_follow_each_eras_rules(stateful: LiveServer) -> None
         received.append(f"{params.level}:{params.data}")
 
     http = create_mcp_http_client()
-    async with http, Client(streamable_http_client(stateful.mcp_url, http_client=http), mode="legacy",  # type: ignore[arg-type]
-                            logging_callback=on_log) as client:
+    async with (
+        http,
+        Client(
+            streamable_http_client(stateful.mcp_url, http_client=http),
+            mode="legacy",  # type: ignore[arg-type]
+            logging_callback=on_log,
+        ) as client,
+    ):
         await client.call_tool("test_tool_with_logging", {})
         assert received == ["info:Tool execution started", "info:Tool processing data", "info:Tool execution completed"]
         with legacy_api():
@@ -206,8 +217,9 @@ async def test_log_messages_follow_each_eras_rules(stateful: LiveServer) -> None
     plain = httpx2.post(stateful.mcp_url, content=body, headers=modern_headers("tools/call", name="test_logging_tool"))
     asked = json.loads(body)
     asked["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = "info"
-    opted = httpx2.post(stateful.mcp_url, content=json.dumps(asked),
-                        headers=modern_headers("tools/call", name="test_logging_tool"))
+    opted = httpx2.post(
+        stateful.mcp_url, content=json.dumps(asked), headers=modern_headers("tools/call", name="test_logging_tool")
+    )
     assert plain.status_code == opted.status_code == 200
     assert "notifications/message" not in plain.text and "test_logging_tool ran" not in plain.text
     assert '"method":"notifications/message"' in opted.text.replace(" ", "") and "test_logging_tool ran" in opted.text
@@ -224,7 +236,6 @@ async def test_a_confirmed_call_may_ask_more_and_writes_once(server: LiveServer,
     assert authors_named(data, "launched-moon-falcon") == 1
 
 
-
 async def test_stateful_legacy_sessions_hear_list_changes(stateful: LiveServer) -> None:
     heard: list[str] = []
     changed = anyio.Event()
@@ -237,8 +248,14 @@ async def test_stateful_legacy_sessions_hear_list_changes(stateful: LiveServer) 
                 changed.set()
 
     http = create_mcp_http_client()
-    async with http, Client(streamable_http_client(stateful.mcp_url, http_client=http), mode="legacy",  # type: ignore[arg-type]
-                            message_handler=on_message) as client:
+    async with (
+        http,
+        Client(
+            streamable_http_client(stateful.mcp_url, http_client=http),
+            mode="legacy",  # type: ignore[arg-type]
+            message_handler=on_message,
+        ) as client,
+    ):
         before = {tool.name for tool in (await client.list_tools()).tools}
         await client.call_tool("test_trigger_tool_change", {})
         with anyio.fail_after(10):
@@ -259,8 +276,14 @@ async def test_resource_updates_reach_subscribers_in_both_eras(stateful: LiveSer
             updated.set()
 
     http = create_mcp_http_client()
-    async with http, Client(streamable_http_client(stateful.mcp_url, http_client=http), mode="legacy",  # type: ignore[arg-type]
-                            message_handler=on_message) as legacy:
+    async with (
+        http,
+        Client(
+            streamable_http_client(stateful.mcp_url, http_client=http),
+            mode="legacy",  # type: ignore[arg-type]
+            message_handler=on_message,
+        ) as legacy,
+    ):
         await legacy.call_tool("test_touch_watched_resource", {})  # not subscribed yet: nothing
         with legacy_api():
             await legacy.subscribe_resource(uri)
@@ -288,11 +311,13 @@ async def test_each_round_is_answered_once(stateful: LiveServer) -> None:
         session = client.session
         tool = "test_input_required_result_multi_round"
         first = await session.call_tool(tool, {}, allow_input_required=True)
-        second = await session.call_tool(tool, {}, allow_input_required=True, input_responses={"step1": name},
-                                         request_state=first.request_state)
+        second = await session.call_tool(
+            tool, {}, allow_input_required=True, input_responses={"step1": name}, request_state=first.request_state
+        )
         with pytest.raises(MCPError) as replayed:
-            await session.call_tool(tool, {}, allow_input_required=True, input_responses={"step1": name},
-                                    request_state=first.request_state)
+            await session.call_tool(
+                tool, {}, allow_input_required=True, input_responses={"step1": name}, request_state=first.request_state
+            )
         done = await session.call_tool(tool, {}, input_responses={"step2": color}, request_state=second.request_state)
         with pytest.raises(MCPError) as replayed_last:
             await session.call_tool(tool, {}, input_responses={"step2": color}, request_state=second.request_state)
@@ -308,13 +333,23 @@ async def test_a_confirmed_call_that_asks_more_cannot_be_replayed(server: LiveSe
     async with http, client:
         session, arguments = client.session, {"target": "venus"}
         asked = await session.call_tool("toolbox.launch_named", arguments, allow_input_required=True)
-        named = await session.call_tool("toolbox.launch_named", arguments, allow_input_required=True,
-                                        input_responses={"confirm": confirm}, request_state=asked.request_state)
-        done = await session.call_tool("toolbox.launch_named", arguments, input_responses={"codename": codename},
-                                       request_state=named.request_state)
+        named = await session.call_tool(
+            "toolbox.launch_named",
+            arguments,
+            allow_input_required=True,
+            input_responses={"confirm": confirm},
+            request_state=asked.request_state,
+        )
+        done = await session.call_tool(
+            "toolbox.launch_named", arguments, input_responses={"codename": codename}, request_state=named.request_state
+        )
         with pytest.raises(MCPError) as replayed:
-            await session.call_tool("toolbox.launch_named", arguments, input_responses={"codename": codename},
-                                    request_state=named.request_state)
+            await session.call_tool(
+                "toolbox.launch_named",
+                arguments,
+                input_responses={"codename": codename},
+                request_state=named.request_state,
+            )
     assert done.structured_content == {"result": "launched venus as kite"}
     assert replayed.value.error.code == types.INVALID_PARAMS
     assert authors_named(data, "launched-venus-kite") == 1

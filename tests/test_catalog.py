@@ -48,7 +48,15 @@ def test_rows_switch_tools_on_and_off(three: CapabilityRegistry) -> None:
 def test_row_overrides_and_extra_scopes(three: CapabilityRegistry) -> None:
     catalog = compile_catalog(
         three,
-        {"app.c": row("app.c", wire_name="renamed", title="T", description="Row text.", extra_scopes=frozenset({"write", "admin"}))},
+        {
+            "app.c": row(
+                "app.c",
+                wire_name="renamed",
+                title="T",
+                description="Row text.",
+                extra_scopes=frozenset({"write", "admin"}),
+            )
+        },
     )
     entry = catalog.get("renamed")
     assert entry is not None and catalog.get("app.c") is None
@@ -121,10 +129,13 @@ def test_a_lost_revision_stamp_forces_a_recompile(three: CapabilityRegistry) -> 
 
 def test_rows_override_annotation_hints(registry: CapabilityRegistry) -> None:
     declare(registry, "app.x", read_only=True, open_world=False)
-    catalog = compile_catalog(registry, {"app.x": row("app.x", annotations={"read_only": False, "destructive": True,
-                                                                           "open_world": None})})
+    catalog = compile_catalog(
+        registry, {"app.x": row("app.x", annotations={"read_only": False, "destructive": True, "open_world": None})}
+    )
     assert catalog.get("app.x").annotations.as_dict() == {
-        "readOnlyHint": False, "destructiveHint": True, "openWorldHint": False,
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "openWorldHint": False,
     }
 
 
@@ -132,17 +143,24 @@ def test_the_approval_page_channel_narrows_from_either_side_and_never_widens(reg
     declare(registry, "app.plain")
     declare(registry, "app.client", requires_confirmation=True)
     declare(registry, "app.page", requires_confirmation="approval_page")
-    confirmation = {entry.key: (entry.requires_confirmation, entry.confirmation_channel)
-                    for entry in compile_catalog(registry, {}).tools}
-    assert confirmation == {"app.plain": (False, "client"), "app.client": (True, "client"),
-                            "app.page": (True, "approval_page")}
+    confirmation = {
+        entry.key: (entry.requires_confirmation, entry.confirmation_channel)
+        for entry in compile_catalog(registry, {}).tools
+    }
+    assert confirmation == {
+        "app.plain": (False, "client"),
+        "app.client": (True, "client"),
+        "app.page": (True, "approval_page"),
+    }
     rows = {
         "app.plain": row("app.plain", confirmation_channel="approval_page"),  # switches confirmation on too
         "app.client": row("app.client", confirmation_channel="approval_page"),
         "app.page": row("app.page", requires_confirmation=False, confirmation_channel="client"),  # cannot widen
     }
-    narrowed = {entry.key: (entry.requires_confirmation, entry.confirmation_channel)
-                for entry in compile_catalog(registry, rows).tools}
+    narrowed = {
+        entry.key: (entry.requires_confirmation, entry.confirmation_channel)
+        for entry in compile_catalog(registry, rows).tools
+    }
     assert set(narrowed.values()) == {(True, "approval_page")}
 
 

@@ -81,10 +81,16 @@ def test_demo_prepares_everything_and_is_idempotent(tmp_path: Path) -> None:
     assert "Seeded" not in second and "admin / admin" not in second
     assert key in second and "http://0.0.0.0:9000/mcp" in second
     # Exactly one usable demo key, the same one both times.
-    count = manage(
-        tmp_path, "shell", "-c",
-        "from mcp_expose.models import ApiKey; print(ApiKey.objects.filter(revoked_at__isnull=True).count())",
-    ).stdout.strip().splitlines()[-1]
+    count = (
+        manage(
+            tmp_path,
+            "shell",
+            "-c",
+            "from mcp_expose.models import ApiKey; print(ApiKey.objects.filter(revoked_at__isnull=True).count())",
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     assert count == "1"
 
 
@@ -100,4 +106,3 @@ def test_demo_replaces_a_key_whose_secret_file_was_lost(tmp_path: Path) -> None:
     (tmp_path / "demo-api-key.txt").unlink()
     manage(tmp_path, "demo", "--noinput", "--no-serve")
     assert (tmp_path / "demo-api-key.txt").read_text().strip() != first
-

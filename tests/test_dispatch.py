@@ -136,7 +136,10 @@ async def test_an_async_tool_gets_the_context_and_reports_progress(catalog: Cata
         reports.append(args)
 
     outcome = await call_tool(
-        catalog, principal(), "t.async_hello", {"name": "Ada"},
+        catalog,
+        principal(),
+        "t.async_hello",
+        {"name": "Ada"},
         CallRequest(protocol_version="2026-07-28", report_progress=progress),
     )
     assert outcome.value == {"hello": "Ada", "tool": "t.async_hello", "protocol": "2026-07-28"}
@@ -170,7 +173,11 @@ async def test_bad_arguments_are_invalid_input(catalog: Catalog) -> None:
 
 async def test_unknown_nested_keys_and_long_strings_are_invalid_input(catalog: Catalog) -> None:
     good = {"order": {"item": "pen", "window": {"start": 1}}, "where": {"x": 2}}
-    assert (await call_tool(catalog, principal(), "t.shapes", good)).value == {"item": "pen", "window": {"start": 1}, "x": 2}
+    assert (await call_tool(catalog, principal(), "t.shapes", good)).value == {
+        "item": "pen",
+        "window": {"start": 1},
+        "x": 2,
+    }
     bad = {"order": {"item": "p" * 1001, "window": {"start": 1, "zzz": 2}, "zzz": 2}, "where": {"x": 2, "zzz": 2}}
     outcome = await call_tool(catalog, principal(), "t.shapes", bad)
     assert outcome.failure is not None and outcome.failure.code == "invalid_input"
@@ -201,7 +208,10 @@ async def test_anticipated_failures_carry_a_code_and_safe_message(
 
 async def test_object_does_not_exist_is_not_found(catalog: Catalog) -> None:
     outcome = await call_tool(catalog, principal(), "t.missing", {})
-    assert outcome.failure is not None and outcome.failure.as_dict() == {"code": "not_found", "message": "User not found."}
+    assert outcome.failure is not None and outcome.failure.as_dict() == {
+        "code": "not_found",
+        "message": "User not found.",
+    }
 
 
 @pytest.mark.parametrize("name", ["t.crash", "t.nan", "t.bad_output", "t.colliding"])
@@ -219,7 +229,10 @@ async def test_unexpected_failures_are_redacted_and_logged(
 
 async def test_injected_principal_and_request(catalog: Catalog) -> None:
     outcome = await call_tool(
-        catalog, anonymous_principal(), "t.injected", {},
+        catalog,
+        anonymous_principal(),
+        "t.injected",
+        {},
         CallRequest(headers={"authorization": "Bearer secret", "user-agent": "agent/1"}),
     )
     assert outcome.value == {"user": "", "same": True, "has_auth_header": False, "agent": "agent/1"}
@@ -252,7 +265,10 @@ async def test_colliding_keys_are_refused_redacted_and_named_in_the_log(
         result = await call_tool(catalog, principal(), "t.colliding", {})
         refused = await call_tool(catalog, principal(), "t.refuse", {"kind": "colliding_details"})
     assert result.failure is not None and result.failure.code == "internal" and result.failure.incident
-    assert refused.failure is not None and refused.failure.as_dict() == {"code": "tool_error", "message": "Colliding details."}
+    assert refused.failure is not None and refused.failure.as_dict() == {
+        "code": "tool_error",
+        "message": "Colliding details.",
+    }
     assert 'same JSON key "1"' in caplog.text and 'same JSON key "7"' in caplog.text
     assert "secret" not in caplog.text
 
@@ -287,9 +303,10 @@ async def test_a_timed_out_writing_sync_tool_keeps_nothing_and_says_so(registry:
     outcome = await call_tool(compile_catalog(registry, {}, "r"), principal(), "t.slow_write", {})
     assert await anyio.to_thread.run_sync(done.wait, 10)
     assert outcome.failure is not None and outcome.failure.as_dict() == {
-        "code": "timeout", "details": {"timeout_seconds": 0.2},
+        "code": "timeout",
+        "details": {"timeout_seconds": 0.2},
         "message": "The tool did not finish within 0.2 seconds. "
-                   "It ran in a transaction, which is rolled back: nothing it wrote is kept.",
+        "It ran in a transaction, which is rolled back: nothing it wrote is kept.",
     }
     assert ended == ["CallAbandoned"] and not await Author.objects.filter(name="timed-out-sync").aexists()
 
@@ -305,8 +322,10 @@ async def test_a_timed_out_async_tool_says_its_writes_may_have_been_kept(registr
 
     outcome = await call_tool(compile_catalog(registry, {}, "r"), principal(), "t.async_write", {})
     assert outcome.failure is not None and outcome.failure.code == "timeout"
-    assert outcome.failure.message == ("The tool did not finish within 0.2 seconds. "
-                                       "It is async, so it ran outside a transaction: anything it wrote may have been kept.")
+    assert outcome.failure.message == (
+        "The tool did not finish within 0.2 seconds. "
+        "It is async, so it ran outside a transaction: anything it wrote may have been kept."
+    )
     assert await Author.objects.filter(name="timed-out-async").aexists()
 
 

@@ -46,9 +46,15 @@ def through_sdk(data: Path) -> Iterator[LiveServer]:
 
 
 GOOD_ARGUMENTS = {
-    "library.echo": {"message": "hi"}, "library.get_book": {"book_id": 1}, "toolbox.header_names": {},
-    "toolbox.chain_info": {}, "toolbox.greet": {}, "library.whoami": {}, "toolbox.big": {"count": 3},
-    "toolbox.sdk_caller": {}, "toolbox.colliding_keys": {},
+    "library.echo": {"message": "hi"},
+    "library.get_book": {"book_id": 1},
+    "toolbox.header_names": {},
+    "toolbox.chain_info": {},
+    "toolbox.greet": {},
+    "library.whoami": {},
+    "toolbox.big": {"count": 3},
+    "toolbox.sdk_caller": {},
+    "toolbox.colliding_keys": {},
     "no.such_tool": {},
 }
 
@@ -56,7 +62,9 @@ GOOD_ARGUMENTS = {
 def _choices(key: str, method: str) -> list[Any]:
     """The values each part of a request may take; the first is the valid one."""
     meta_variants: list[Any] = [
-        META, META, META,
+        META,
+        META,
+        META,
         {**META, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}},
         {**META, "io.modelcontextprotocol/clientInfo": {"name": 5}},
         {"io.modelcontextprotocol/protocolVersion": MODERN},
@@ -73,8 +81,8 @@ def _choices(key: str, method: str) -> list[Any]:
     other = "tools/call" if method == "tools/list" else "tools/list"
     return {
         "content_type": ["application/json"] * 6 + ["application/json; charset=utf-8", "text/plain", None],
-        "accept": ["application/json, text/event-stream"] * 6 + [
-            "application/json", "text/event-stream", "*/*", None, "application/json;q=0.9, text/event-stream"],
+        "accept": ["application/json, text/event-stream"] * 6
+        + ["application/json", "text/event-stream", "*/*", None, "application/json;q=0.9, text/event-stream"],
         "version": [MODERN] * 8 + ["2025-11-25", "2099-01-01", None],
         "method_header": [method] * 8 + [other, method.upper(), None],
         "duplicate_method": [False] * 9 + [True],
@@ -83,27 +91,52 @@ def _choices(key: str, method: str) -> list[Any]:
         "id": [1, 2, "abc", "ünï", 0, -5, 2**70, 1.5, None, True, "MISSING"],
         "jsonrpc": ["2.0"] * 8 + ["1.0", "MISSING"],
         "method": [method] * 8 + [other, "resources/list"],
-        "params": ["META"] * 3 + [None, {}, [], "text"] + (
-            [{"cursor": "abc"}, {"cursor": None}, {"cursor": 5}, {"unexpected": True}] if method == "tools/list" else
-            [{"requestState": "abc"}, {"requestState": None}, {"inputResponses": {}}, {"task": {}}, {"unexpected": 1}]),
+        "params": ["META"] * 3
+        + [None, {}, [], "text"]
+        + (
+            [{"cursor": "abc"}, {"cursor": None}, {"cursor": 5}, {"unexpected": True}]
+            if method == "tools/list"
+            else [
+                {"requestState": "abc"},
+                {"requestState": None},
+                {"inputResponses": {}},
+                {"task": {}},
+                {"unexpected": 1},
+            ]
+        ),
         "meta": meta_variants,
         "shape": ["object"] * 12 + ["batch", "not json", "notification", "empty"],
         # tools/call only
         "tool": ["library.echo"] * 4 + [name for name in GOOD_ARGUMENTS if name != "library.echo"],
-        "arguments": ["GOOD"] * 6 + ["MISSING", None, {}, "text", {"message": 5}, {"book_id": 99999},
-                                     {"message": "x" * 1001}, {"count": -1}],
+        "arguments": ["GOOD"] * 6
+        + ["MISSING", None, {}, "text", {"message": 5}, {"book_id": 99999}, {"message": "x" * 1001}, {"count": -1}],
         "name_header": ["SAME"] * 8 + [None, "library.get_book", "Library.echo"],
     }[key]
 
 
 KEYS = {
-    "tools/list": ["content_type", "accept", "version", "method_header", "duplicate_method", "depth", "param_header",
-                   "id", "jsonrpc", "method", "params", "meta", "shape"],
+    "tools/list": [
+        "content_type",
+        "accept",
+        "version",
+        "method_header",
+        "duplicate_method",
+        "depth",
+        "param_header",
+        "id",
+        "jsonrpc",
+        "method",
+        "params",
+        "meta",
+        "shape",
+    ],
 }
 KEYS["tools/call"] = [*KEYS["tools/list"], "tool", "arguments", "name_header"]
 
 
-def generated_requests(count: int, method: str = "tools/list", seed: int = 20261130) -> Iterator[tuple[dict[str, str], bytes]]:
+def generated_requests(
+    count: int, method: str = "tools/list", seed: int = 20261130
+) -> Iterator[tuple[dict[str, str], bytes]]:
     """A valid request with none, one, two or many of its parts changed, each to a value from its list."""
     rng = random.Random(seed)
     keys = KEYS[method]
@@ -120,8 +153,13 @@ def generated_requests(count: int, method: str = "tools/list", seed: int = 20261
 
 def _request(pick: dict[str, Any]) -> tuple[dict[str, str], bytes]:
     headers = {}
-    for name, key in (("Content-Type", "content_type"), ("Accept", "accept"), ("MCP-Protocol-Version", "version"),
-                      ("Mcp-Method", "method_header"), ("X-Agent-Depth", "depth")):
+    for name, key in (
+        ("Content-Type", "content_type"),
+        ("Accept", "accept"),
+        ("MCP-Protocol-Version", "version"),
+        ("Mcp-Method", "method_header"),
+        ("X-Agent-Depth", "depth"),
+    ):
         if pick[key] is not None:
             headers[name] = pick[key]
     if pick["param_header"]:
@@ -143,18 +181,28 @@ def _request(pick: dict[str, Any]) -> tuple[dict[str, str], bytes]:
         message["id"] = pick["id"]
     if params is not None:
         message["params"] = params
-    body = json.dumps({
-        "object": message, "batch": [message], "notification": {k: v for k, v in message.items() if k != "id"},
-        "empty": {},
-    }.get(pick["shape"], message)).encode() if pick["shape"] != "not json" else b'{"jsonrpc": "2.0", "id": 1,'
+    body = (
+        json.dumps(
+            {
+                "object": message,
+                "batch": [message],
+                "notification": {k: v for k, v in message.items() if k != "id"},
+                "empty": {},
+            }.get(pick["shape"], message)
+        ).encode()
+        if pick["shape"] != "not json"
+        else b'{"jsonrpc": "2.0", "id": 1,'
+    )
     return headers, body
 
 
 def _masked(value: Any) -> Any:
     """The answer with what differs on every call by design replaced: sealed request state, incident ids."""
     if isinstance(value, dict):
-        return {key: "<varies>" if key in ("requestState", "incident") and isinstance(item, str) else _masked(item)
-                for key, item in value.items()}
+        return {
+            key: "<varies>" if key in ("requestState", "incident") and isinstance(item, str) else _masked(item)
+            for key, item in value.items()
+        }
     if isinstance(value, list):
         return [_masked(item) for item in value]
     if isinstance(value, str) and '"incident"' in value:
@@ -162,8 +210,9 @@ def _masked(value: Any) -> Any:
     return value
 
 
-def answer(client: httpx2.Client, server: LiveServer, key: str, headers: dict[str, str], body: bytes,
-           duplicate: bool) -> tuple[Any, ...]:
+def answer(
+    client: httpx2.Client, server: LiveServer, key: str, headers: dict[str, str], body: bytes, duplicate: bool
+) -> tuple[Any, ...]:
     sent = [("Authorization", f"Bearer {key}"), *headers.items()]
     if duplicate and "Mcp-Method" in headers:
         sent.append(("Mcp-Method", headers["Mcp-Method"]))
@@ -178,8 +227,9 @@ def answer(client: httpx2.Client, server: LiveServer, key: str, headers: dict[st
 
 @pytest.fixture(scope="module")
 def fast_json(data: Path) -> Iterator[LiveServer]:
-    with run_server(data, **LIVE_SETTINGS, MCP_TEST_FAST_PATH="1", MCP_TEST_JSON_RESPONSE="1",
-                    MCP_EXPOSE_LOG_LEVEL="DEBUG") as live:
+    with run_server(
+        data, **LIVE_SETTINGS, MCP_TEST_FAST_PATH="1", MCP_TEST_JSON_RESPONSE="1", MCP_EXPOSE_LOG_LEVEL="DEBUG"
+    ) as live:
         yield live
 
 
@@ -190,7 +240,9 @@ def through_sdk_json(data: Path) -> Iterator[LiveServer]:
 
 
 @pytest.mark.parametrize("method", ["tools/list", "tools/call"])
-def test_the_fast_path_answers_exactly_as_the_sdk(fast: LiveServer, through_sdk: LiveServer, key: str, method: str) -> None:
+def test_the_fast_path_answers_exactly_as_the_sdk(
+    fast: LiveServer, through_sdk: LiveServer, key: str, method: str
+) -> None:
     assert_same_answers(fast, through_sdk, key, method, CORPUS_SIZE)
 
 
@@ -210,7 +262,9 @@ def assert_same_answers(fast: LiveServer, through_sdk: LiveServer, key: str, met
             expected = answer(client, through_sdk, key, headers, body, duplicate)
             got = answer(client, fast, key, headers, body, duplicate)
             assert got == expected, f"request {index}: {headers} {body!r}"
-            served_plainly += len(expected) == 5 and expected[0] == 200 and expected[3] is None and expected[4] is not None
+            served_plainly += (
+                len(expected) == 5 and expected[0] == 200 and expected[3] is None and expected[4] is not None
+            )
     # The corpus exercises both sides: plenty of requests answered, plenty of refusals.
     assert size * 0.2 < served_plainly < size * 0.8
     if method == "tools/call":  # and a good share of the calls were answered by the fast path itself
@@ -223,28 +277,41 @@ def fast_answers(server: LiveServer) -> int:
 
 def test_the_fast_path_serves_what_the_caller_may_see(fast: LiveServer, key: str, data: Path) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}})
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/list",
+    }
     names = []
     for credential in (key, None):
         auth = {"Authorization": f"Bearer {credential}"} if credential else {}
         for _ in range(2):  # the second answer comes from the encoded listing
             response = httpx2.post(fast.mcp_url, content=body, headers={**headers, **auth})
-            names.append(response.status_code if response.status_code != 200 else
-                         sorted(tool["name"] for tool in response.json()["result"]["tools"]))
+            names.append(
+                response.status_code
+                if response.status_code != 200
+                else sorted(tool["name"] for tool in response.json()["result"]["tools"])
+            )
     assert names[0] == names[1] and "library.borrow_book" in names[0]
     assert names[2] == names[3] == 401  # no credential, no listing: authentication comes first
 
 
 def test_callers_who_see_different_tools_get_different_listings(fast: LiveServer, key: str, data: Path) -> None:
-    code = ("from mcp_expose.models import ApiKey; from django.contrib.auth.models import User; "
-            "admin = User.objects.get(username='admin'); "
-            "print(ApiKey.create_key(user=admin, name='reader', scopes='library:read')[1], "
-            "ApiKey.create_key(user=admin, name='reader2', scopes='library:read unused:scope')[1])")
+    code = (
+        "from mcp_expose.models import ApiKey; from django.contrib.auth.models import User; "
+        "admin = User.objects.get(username='admin'); "
+        "print(ApiKey.create_key(user=admin, name='reader', scopes='library:read')[1], "
+        "ApiKey.create_key(user=admin, name='reader2', scopes='library:read unused:scope')[1])"
+    )
     reader, reader_with_extra = manage(data, "shell", "-c", code).stdout.split()[-2:]
     body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"_meta": META}})
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/list",
+    }
 
     def listing(credential: str) -> list[str]:
         response = httpx2.post(fast.mcp_url, content=body, headers={**headers, "Authorization": f"Bearer {credential}"})
@@ -271,11 +338,14 @@ def test_callers_differing_only_in_what_no_tool_asks_share_one_encoded_listing(r
     catalog = compile_catalog(registry, {}, "r")
 
     def caller(scopes: set[str], permissions: set[str], client_id: str | None = None) -> Principal:
-        return Principal(user=None, scopes=frozenset(scopes), method="oauth", permissions=frozenset(permissions),
-                         client_id=client_id)
+        return Principal(
+            user=None, scopes=frozenset(scopes), method="oauth", permissions=frozenset(permissions), client_id=client_id
+        )
 
     base = visibility(caller({"shop:read"}, {"shop.view_order"}), catalog)
-    assert visibility(caller({"shop:read", "mail:send"}, {"shop.view_order", "auth.add_user"}, "app-1"), catalog) == base
+    assert (
+        visibility(caller({"shop:read", "mail:send"}, {"shop.view_order", "auth.add_user"}, "app-1"), catalog) == base
+    )
     assert visibility(caller(set(), {"shop.view_order"}), catalog) != base
     assert visibility(caller({"shop:read"}, set()), catalog) != base
 
@@ -421,24 +491,36 @@ def test_every_listing_is_counted_once_whoever_answers_it(tmp_path: Path) -> Non
     flushes its tally, so the count is read after that event, not after a guessed delay."""
     key = prepare_demo(tmp_path)
     body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": META}})
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list", "Authorization": f"Bearer {key}"}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/list",
+        "Authorization": f"Bearer {key}",
+    }
     with run_server(tmp_path, **LIVE_SETTINGS, MCP_TEST_FAST_PATH="1") as server:
         # The first listing is the SDK's (nothing encoded yet), the other four the encoded bytes.
         for _ in range(5):
             assert httpx2.post(server.mcp_url, content=body, headers=headers).status_code == 200
     # A clean shutdown, which flushes the tally (uvicorn ends by raising the signal it handled).
     assert server.process.returncode in (0, -signal.SIGTERM), server.log()
-    count = ("from datetime import timedelta; from mcp_expose.operator.usage_report import list_calls; "
-             "print(list_calls(timedelta(hours=2)))")
+    count = (
+        "from datetime import timedelta; from mcp_expose.operator.usage_report import list_calls; "
+        "print(list_calls(timedelta(hours=2)))"
+    )
     assert int(manage(tmp_path, "shell", "-c", count, env=LIVE_SETTINGS).stdout.split()[-1]) == 5
 
 
 async def _admitted(headers: dict[str, str], body: bytes) -> bool:
     from mcp_expose.serving import fastpath_requests
 
-    scope = {"type": "http", "method": "POST", "path": "/mcp", "query_string": b"",
-             "headers": [(name.lower().encode(), value.encode()) for name, value in headers.items()]}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/mcp",
+        "query_string": b"",
+        "headers": [(name.lower().encode(), value.encode()) for name, value in headers.items()],
+    }
     lowered = {name.lower(): value for name, value in headers.items()}
     return await fastpath_requests.plain_request(scope, lowered, body, json_response=False) is not None
 
@@ -450,13 +532,26 @@ async def test_the_corpus_takes_the_fast_path_often_and_not_always(method: str) 
     assert CORPUS_SIZE * 0.15 < sum(admitted) < CORPUS_SIZE * 0.8
 
 
-def test_colliding_result_keys_are_refused_alike_on_both_paths(fast: LiveServer, through_sdk: LiveServer, key: str) -> None:
+def test_colliding_result_keys_are_refused_alike_on_both_paths(
+    fast: LiveServer, through_sdk: LiveServer, key: str
+) -> None:
     """The fast path projects a result with the dispatcher's projection: keys that collide as strings are an
     internal failure with an incident id there too, not a result missing a value."""
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "toolbox.colliding_keys"}
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": "toolbox.colliding_keys", "arguments": {}, "_meta": META}}).encode()
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "toolbox.colliding_keys",
+    }
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "toolbox.colliding_keys", "arguments": {}, "_meta": META},
+        }
+    ).encode()
     before = fast_answers(fast)
     with httpx2.Client(timeout=10) as client:
         answers = [answer(client, server, key, headers, body, False) for server in (fast, through_sdk)]
@@ -470,22 +565,39 @@ def test_a_question_asked_on_the_fast_path_is_answered_through_the_sdk(fast: Liv
     """The request state the fast path seals (with the SDK's boundary) opens on the SDK path, which takes
     every later round: the second round of the call completes."""
     capabilities = {**META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "toolbox.greet",
-               "Authorization": f"Bearer {key}"}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "toolbox.greet",
+        "Authorization": f"Bearer {key}",
+    }
     params: dict[str, Any] = {"name": "toolbox.greet", "arguments": {}, "_meta": capabilities}
     before = fast_answers(fast)
-    first = httpx2.post(fast.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                                                             "params": params}).json()["result"]
+    first = httpx2.post(
+        fast.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    ).json()["result"]
     assert first["resultType"] == "input_required" and list(first["inputRequests"]) == ["who"]
     answer = {"action": "accept", "content": {"name": "Ada"}}
-    second = httpx2.post(fast.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        **params, "requestState": first["requestState"], "inputResponses": {"who": answer}}}).json()["result"]
+    second = httpx2.post(
+        fast.mcp_url,
+        headers=headers,
+        json={
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {**params, "requestState": first["requestState"], "inputResponses": {"who": answer}},
+        },
+    ).json()["result"]
     assert second["structuredContent"] == {"result": "Hello, Ada!"}
     assert fast_answers(fast) == before + 1  # the first round on the fast path, the second through the SDK
     # Without the capability, the same question is the SDK's -32021, from the fast path too.
-    refused = httpx2.post(fast.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-        **params, "_meta": META}})
+    refused = httpx2.post(
+        fast.mcp_url,
+        headers=headers,
+        json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {**params, "_meta": META}},
+    )
     assert refused.json()["error"]["code"] == -32021 and fast_answers(fast) == before + 2
 
 
@@ -550,12 +662,25 @@ async def test_a_slow_call_in_sse_mode_is_kept_alive_and_a_gone_client_cancels_i
 
 
 def test_code_written_for_the_sdk_sees_the_caller_on_the_fast_path(fast: LiveServer, key: str) -> None:
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "toolbox.sdk_caller",
-               "Authorization": f"Bearer {key}"}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "toolbox.sdk_caller",
+        "Authorization": f"Bearer {key}",
+    }
     before = fast_answers(fast)
-    result = httpx2.post(fast.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "toolbox.sdk_caller", "arguments": {}, "_meta": META}}).json()["result"]["structuredContent"]
+    result = httpx2.post(
+        fast.mcp_url,
+        headers=headers,
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "toolbox.sdk_caller", "arguments": {}, "_meta": META},
+        },
+    ).json()["result"]["structuredContent"]
     assert result["client_id"] == f"api-key:{key.split('_')[1]}" and "mcp" in result["scopes"]
     assert fast_answers(fast) == before + 1
 

@@ -32,16 +32,21 @@ def shell(data: Path, code: str) -> str:
 def settled_usage(data: Path, conversation: str, expected: int, what: str) -> str:
     """Print `what` (an expression over `rows`) about the usage rows of a conversation, once `expected` have
     arrived: a running server writes them in batches, within USAGE_BATCH_SECONDS (10 s at most here)."""
-    return shell(data, "import json, time; from django.db.models import Count; from mcp_expose.models import ToolCall\n"
-                       f"rows = ToolCall.objects.filter(conversation_id={conversation!r})\n"
-                       "deadline = time.monotonic() + 10\n"
-                       f"while rows.count() < {expected} and time.monotonic() < deadline: time.sleep(0.05)\n"
-                       "time.sleep(0.3)\n"
-                       f"print({what})")
+    return shell(
+        data,
+        "import json, time; from django.db.models import Count; from mcp_expose.models import ToolCall\n"
+        f"rows = ToolCall.objects.filter(conversation_id={conversation!r})\n"
+        "deadline = time.monotonic() + 10\n"
+        f"while rows.count() < {expected} and time.monotonic() < deadline: time.sleep(0.05)\n"
+        "time.sleep(0.3)\n"
+        f"print({what})",
+    )
 
 
 def authors_named(data: Path, name: str) -> int:
-    return int(shell(data, f"from project.library.models import Author; print(Author.objects.filter(name={name!r}).count())"))
+    return int(
+        shell(data, f"from project.library.models import Author; print(Author.objects.filter(name={name!r}).count())")
+    )
 
 
 def elicitation_client(url: str, key: str, answer: types.ElicitResult, seen: list[str] | None = None) -> Any:
@@ -103,7 +108,10 @@ async def continue_round(url: str, key: str, arguments: dict[str, Any], state: s
     async with http, client:
         try:
             return await client.session.call_tool(
-                "toolbox.launch", arguments, input_responses={"confirm": ACCEPT}, request_state=state,
+                "toolbox.launch",
+                arguments,
+                input_responses={"confirm": ACCEPT},
+                request_state=state,
                 allow_input_required=True,
             )
         except MCPError as exc:
@@ -214,8 +222,11 @@ async def test_an_expired_approval_is_declined(data: Path, key: str) -> None:
             await anyio.sleep(1.5)
             lapsed = await client.call_tool("toolbox.launch", {"target": "lapsed"})
     assert lapsed.structured_content["error"]["code"] == "confirmation_declined"
-    statuses = shell(data, "from mcp_expose.models import Confirmation;"
-                     "print(sorted(Confirmation.objects.filter(arguments__target='lapsed').values_list('status', flat=True)))")
+    statuses = shell(
+        data,
+        "from mcp_expose.models import Confirmation;"
+        "print(sorted(Confirmation.objects.filter(arguments__target='lapsed').values_list('status', flat=True)))",
+    )
     assert statuses == "['expired']"
 
 
@@ -246,8 +257,9 @@ def test_malformed_or_too_deep_chains_are_refused_before_anything_runs(
     response = chain_call(server, key, "toolbox.slow_write", {"marker": "never", "seconds": 0}, **headers)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32602 and response.json()["error"]["message"].startswith(message)
-    listing = httpx2.post(server.mcp_url, content=jsonrpc_body("tools/list"),
-                          headers={**modern_headers("tools/list", key), **headers})
+    listing = httpx2.post(
+        server.mcp_url, content=jsonrpc_body("tools/list"), headers={**modern_headers("tools/list", key), **headers}
+    )
     assert listing.status_code == 400
     assert authors_named(data, "never") == 0
 
@@ -255,11 +267,21 @@ def test_malformed_or_too_deep_chains_are_refused_before_anything_runs(
 def test_chains_are_read_and_forwarded_one_deeper(server: LiveServer, key: str) -> None:
     plain = chain_call(server, key, "toolbox.chain_info", {})
     assert plain.json()["result"]["structuredContent"] == {"depth": 0, "conversation": None}
-    relayed = chain_call(server, key, "toolbox.relay", {"url": server.mcp_url, "api_key": key},
-                         **{"X-Conversation-Id": "conv-42", "X-Agent-Depth": "3"})
+    relayed = chain_call(
+        server,
+        key,
+        "toolbox.relay",
+        {"url": server.mcp_url, "api_key": key},
+        **{"X-Conversation-Id": "conv-42", "X-Agent-Depth": "3"},
+    )
     assert relayed.json()["result"]["structuredContent"] == {"downstream": {"depth": 4, "conversation": "conv-42"}}
-    at_cap = chain_call(server, key, "toolbox.relay", {"url": server.mcp_url, "api_key": key},
-                        **{"X-Conversation-Id": "conv-43", "X-Agent-Depth": "5"})
+    at_cap = chain_call(
+        server,
+        key,
+        "toolbox.relay",
+        {"url": server.mcp_url, "api_key": key},
+        **{"X-Conversation-Id": "conv-43", "X-Agent-Depth": "5"},
+    )
     error = at_cap.json()["result"]["structuredContent"]["error"]
     assert error["code"] == "depth_exceeded" and "limit is 5" in error["message"]
 
@@ -281,9 +303,12 @@ async def test_a_rate_limit_is_shared_by_two_processes(data: Path, server: LiveS
 
 def set_row_rate_limit(data: Path, key: str, rate: str) -> None:
     """As the admin form does: validated, then saved, which moves the catalog revision every server watches."""
-    shell(data, "from mcp_expose.models import ExposedTool\n"
-                f"row = ExposedTool.objects.get(key={key!r}); row.rate_limit = {rate!r}; row.full_clean(); row.save()\n"
-                "print('saved')")
+    shell(
+        data,
+        "from mcp_expose.models import ExposedTool\n"
+        f"row = ExposedTool.objects.get(key={key!r}); row.rate_limit = {rate!r}; row.full_clean(); row.save()\n"
+        "print('saved')",
+    )
 
 
 async def test_a_rate_limit_set_on_the_admin_row_applies(data: Path, server: LiveServer) -> None:
@@ -311,9 +336,11 @@ async def test_a_timeout_gives_a_timeout_result_and_keeps_no_write(server: LiveS
 
 
 async def test_a_disconnect_cancels_and_unwinds_the_call(server: LiveServer, key: str, data: Path) -> None:
-    payload = json.loads(jsonrpc_body(
-        "tools/call", {"name": "toolbox.write_then_wait", "arguments": {"marker": "abandoned", "seconds": 10}}
-    ))
+    payload = json.loads(
+        jsonrpc_body(
+            "tools/call", {"name": "toolbox.write_then_wait", "arguments": {"marker": "abandoned", "seconds": 10}}
+        )
+    )
     payload["params"]["_meta"]["progressToken"] = "p1"  # progress makes the answer a stream we can walk away from
     headers = modern_headers("tools/call", key, name="toolbox.write_then_wait")
     async with httpx2.AsyncClient(timeout=30) as http:
@@ -323,8 +350,11 @@ async def test_a_disconnect_cancels_and_unwinds_the_call(server: LiveServer, key
                 if "notifications/progress" in line:
                     break  # the row is written and the tool is working: hang up now
     for _ in range(50):
-        outcome = shell(data, "from mcp_expose.models import ToolCall;"
-                        "print(ToolCall.objects.filter(tool_name='toolbox.write_then_wait').values_list('outcome', flat=True).last())")
+        outcome = shell(
+            data,
+            "from mcp_expose.models import ToolCall;"
+            "print(ToolCall.objects.filter(tool_name='toolbox.write_then_wait').values_list('outcome', flat=True).last())",
+        )
         if outcome != "None":
             break
         await anyio.sleep(0.2)
@@ -391,10 +421,23 @@ async def _collect(into: list[int], call: Any) -> None:
 
 
 def test_rows_record_who_what_and_how(server: LiveServer, key: str, data: Path) -> None:
-    chain_call(server, key, "library.search_books", {"query": "sagan"}, **{"X-Conversation-Id": "audit-1", "X-Agent-Depth": "2"})
-    row = json.loads(settled_usage(data, "audit-1", 1, "json.dumps(rows.values("
-                                   "'tool_name','tool_key','username','auth_method','api_key_prefix','scopes','outcome',"
-                                   "'argument_keys','argument_values','depth','protocol_version','result_bytes').get())"))
+    chain_call(
+        server,
+        key,
+        "library.search_books",
+        {"query": "sagan"},
+        **{"X-Conversation-Id": "audit-1", "X-Agent-Depth": "2"},
+    )
+    row = json.loads(
+        settled_usage(
+            data,
+            "audit-1",
+            1,
+            "json.dumps(rows.values("
+            "'tool_name','tool_key','username','auth_method','api_key_prefix','scopes','outcome',"
+            "'argument_keys','argument_values','depth','protocol_version','result_bytes').get())",
+        )
+    )
     assert row["tool_name"] == "library.search_books" and row["username"] == "admin" and row["auth_method"] == "api_key"
     assert row["api_key_prefix"] == key.split("_")[1] and "library:read" in row["scopes"]
     assert row["outcome"] == "ok" and row["argument_keys"] == ["query"] and row["argument_values"] is None

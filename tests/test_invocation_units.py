@@ -44,8 +44,13 @@ from mcp_expose.operator.usage_report import percentile, summary
 def test_chain_headers() -> None:
     assert read_chain({}) == CallChain(None, 0)
     assert read_chain({"x-conversation-id": "c-1:a.b", "x-agent-depth": "5"}) == CallChain("c-1:a.b", 5)
-    bad_headers = ({"x-agent-depth": "1.5"}, {"x-agent-depth": ""}, {"x-conversation-id": "x" * 129},
-                   {"x-agent-depth": "6"}, {"x-agent-depth": "\u00b9"})  # a digit to str.isdigit, not to int
+    bad_headers = (
+        {"x-agent-depth": "1.5"},
+        {"x-agent-depth": ""},
+        {"x-conversation-id": "x" * 129},
+        {"x-agent-depth": "6"},
+        {"x-agent-depth": "\u00b9"},
+    )  # a digit to str.isdigit, not to int
     for bad in bad_headers:
         with pytest.raises(InvalidChain):
             read_chain(bad)
@@ -61,7 +66,13 @@ def test_chain_headers() -> None:
 
 @pytest.mark.parametrize(
     ("rate", "parsed"),
-    [("60/min", (60, 60)), ("1000/day", (1000, 86400)), ("5/10s", (5, 10)), ("2/hours", (2, 7200 // 2)), ("1/sec", (1, 1))],
+    [
+        ("60/min", (60, 60)),
+        ("1000/day", (1000, 86400)),
+        ("5/10s", (5, 10)),
+        ("2/hours", (2, 7200 // 2)),
+        ("1/sec", (1, 1)),
+    ],
 )
 def test_rates_parse(rate: str, parsed: tuple[int, int]) -> None:
     if rate == "2/hours":
@@ -106,8 +117,12 @@ def test_argument_values_are_recorded_only_when_allowed_and_secrets_never() -> N
     size, keys, values = describe_arguments(arguments, with_values=False)
     assert size == len(json.dumps(arguments)) and keys == ["Password", "api_key", "nested", "query"] and values is None
     _, _, values = describe_arguments(arguments, with_values=True)
-    assert values == {"query": "x", "api_key": "[redacted]", "Password": "[redacted]",
-                      "nested": {"a": 1, "headers": [{"Authorization": "[redacted]"}]}}
+    assert values == {
+        "query": "x",
+        "api_key": "[redacted]",
+        "Password": "[redacted]",
+        "nested": {"a": 1, "headers": [{"Authorization": "[redacted]"}]},
+    }
 
 
 def test_percentiles() -> None:
@@ -246,8 +261,9 @@ def make_calls(db: None) -> None:
         ToolCall(tool_name=tool, outcome=outcome, duration_ms=ms, auth_method="api_key", created_at=now)
         for tool, outcome, ms in rows
     )
-    ToolCall.objects.create(tool_name="old", outcome="ok", duration_ms=1, auth_method="api_key",
-                            created_at=now - timedelta(days=30))
+    ToolCall.objects.create(
+        tool_name="old", outcome="ok", duration_ms=1, auth_method="api_key", created_at=now - timedelta(days=30)
+    )
 
 
 def test_summary_per_tool(db: None) -> None:
@@ -288,7 +304,9 @@ def test_admin_usage_changelist_and_summary(db: None) -> None:
     assert "Calls (24 h)" in tools
 
 
-def test_prune_deletes_old_rows_in_batches_and_marks_lapsed_confirmations(db: None, confirmed_entry: Any, owner: Any) -> None:
+def test_prune_deletes_old_rows_in_batches_and_marks_lapsed_confirmations(
+    db: None, confirmed_entry: Any, owner: Any
+) -> None:
     make_calls(db)
     ask_in_client(confirmed_entry, owner, {"target": "x"})
     Confirmation.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
@@ -325,7 +343,9 @@ def test_a_usage_log_that_cannot_be_written_never_fails_the_call(caplog: pytest.
         cursor.execute("ALTER TABLE mcp_expose_toolcall RENAME TO mcp_expose_toolcall_away")
     try:
         with caplog.at_level(logging.ERROR, logger="mcp_expose.usage"):
-            outcome = async_to_sync(call_tool)(provider.get_sync(), principal, "library.echo", {"message": "still here"})
+            outcome = async_to_sync(call_tool)(
+                provider.get_sync(), principal, "library.echo", {"message": "still here"}
+            )
     finally:
         with connection.cursor() as cursor:
             cursor.execute("ALTER TABLE mcp_expose_toolcall_away RENAME TO mcp_expose_toolcall")

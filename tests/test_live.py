@@ -116,7 +116,9 @@ async def test_without_credentials_the_client_is_refused(demo_server: LiveServer
 
 
 def test_http_401_carries_a_bearer_challenge(demo_server: LiveServer) -> None:
-    response = httpx2.post(demo_server.mcp_url, content=jsonrpc_body("tools/list"), headers=modern_headers("tools/list"))
+    response = httpx2.post(
+        demo_server.mcp_url, content=jsonrpc_body("tools/list"), headers=modern_headers("tools/list")
+    )
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == (
         f'Bearer resource_metadata="{demo_server.base_url}/.well-known/oauth-protected-resource/mcp", scope="mcp"'
@@ -184,7 +186,8 @@ async def test_view_backed_tools_page_through_a_cursor(demo_server: LiveServer, 
     async with connect(demo_server.mcp_url, admin_key, mode) as client:
         first = await client.call_tool("library.books.list", {"ordering": "title", "page_size": 5})
         second = await client.call_tool(
-            "library.books.list", {"ordering": "title", "page_size": 5, "cursor": first.structured_content["next_cursor"]}
+            "library.books.list",
+            {"ordering": "title", "page_size": 5, "cursor": first.structured_content["next_cursor"]},
         )
         page = await client.call_tool("library.catalogue_page", {"q": "cosmos"})
         authors = await client.call_tool("library.authors.list", {"filters": {"born__lte": 1910}, "order_by": "name"})

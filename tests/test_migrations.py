@@ -27,8 +27,12 @@ def latest_migrations() -> list[tuple[str, str]]:
     return MigrationExecutor(connection).loader.graph.leaf_nodes("mcp_expose")
 
 
-def _check_both_ways(indexes: Callable[[], set[str]], migrate: Callable[[str], None], execute: Callable[[str], None],
-                     django_indexes: set[str]) -> None:
+def _check_both_ways(
+    indexes: Callable[[], set[str]],
+    migrate: Callable[[str], None],
+    execute: Callable[[str], None],
+    django_indexes: set[str],
+) -> None:
     """Down restores Django's indexes, up drops exactly them; an index already gone, already back, or a
     project's own on the same column changes nothing."""
     composite = indexes() - django_indexes
@@ -96,12 +100,17 @@ def test_postgresql_drops_and_restores_the_index_and_its_like_twin(tmp_path: Pat
         with psycopg.connect(host="127.0.0.1", user="mcp", password="mcp", dbname=name, autocommit=True) as database:
 
             def indexes() -> set[str]:
-                rows = database.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexdef LIKE %s",
-                                        (TABLE, "%tool_name%")).fetchall()
+                rows = database.execute(
+                    "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexdef LIKE %s", (TABLE, "%tool_name%")
+                ).fetchall()
                 return {row[0] for row in rows}
 
-            _check_both_ways(indexes, lambda target: manage(tmp_path, "migrate", "mcp_expose", target, env=env),
-                             lambda sql: database.execute(sql), {DJANGO_INDEX, f"{DJANGO_INDEX}_like"})
+            _check_both_ways(
+                indexes,
+                lambda target: manage(tmp_path, "migrate", "mcp_expose", target, env=env),
+                lambda sql: database.execute(sql),
+                {DJANGO_INDEX, f"{DJANGO_INDEX}_like"},
+            )
     finally:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()

@@ -53,12 +53,16 @@ def read_token(server: LiveServer, reader: Browser, client_id: str, resource: st
     return obtain_token(reader, server.base_url, client_id, "mcp library:read", resource)
 
 
-def call(server: LiveServer, token: str | None, method: str, params: dict[str, Any] | None = None, **kw: Any) -> httpx2.Response:
+def call(
+    server: LiveServer, token: str | None, method: str, params: dict[str, Any] | None = None, **kw: Any
+) -> httpx2.Response:
     name = (params or {}).get("name")
     headers = modern_headers(method, name=name)
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    return httpx2.post(server.mcp_url + kw.pop("suffix", ""), content=jsonrpc_body(method, params), headers={**headers, **kw})
+    return httpx2.post(
+        server.mcp_url + kw.pop("suffix", ""), content=jsonrpc_body(method, params), headers={**headers, **kw}
+    )
 
 
 def library_tools(names: list[str]) -> list[str]:
@@ -157,8 +161,11 @@ def test_step_up_from_read_to_write_through_a_403_challenge(
     legacy = httpx2.post(
         server.mcp_url,
         content=jsonrpc_body("tools/call", params, modern=False),
-        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                 "Authorization": f"Bearer {read_token['access_token']}"},
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "Authorization": f"Bearer {read_token['access_token']}",
+        },
     )
     assert legacy.status_code == 403 and legacy.headers["www-authenticate"] == challenge
 
@@ -192,7 +199,8 @@ def test_refresh_tokens_rotate_and_a_replay_revokes_the_family(
 
 def test_dynamic_registration_accepts_what_vs_code_sends(server: LiveServer) -> None:
     registered = register_client(
-        server.base_url, "Visual Studio Code",
+        server.base_url,
+        "Visual Studio Code",
         redirect_uris=["https://vscode.dev/redirect", "http://127.0.0.1/", "http://127.0.0.1:33418/"],
         grant_types=["authorization_code", "refresh_token"],
     )
@@ -217,7 +225,10 @@ def test_a_client_id_metadata_document_client(server: LiveServer, resource: str,
         assert "Allow Metadata Agent to act for you?" in page.text
         assert "hosted at <strong>127.0.0.1</strong>" in page.text
         token = obtain_token(reader, server.base_url, client_id, "mcp", resource)
-    assert library_tools(tool_names(call(server, token["access_token"], "tools/list"))) == ["library.echo", "library.whoami"]
+    assert library_tools(tool_names(call(server, token["access_token"], "tools/list"))) == [
+        "library.echo",
+        "library.whoami",
+    ]
 
 
 def test_plain_pkce_is_refused(server: LiveServer, reader: Browser, client_id: str, resource: str) -> None:
@@ -230,9 +241,7 @@ def test_plain_pkce_is_refused(server: LiveServer, reader: Browser, client_id: s
 # Refusals ------------------------------------------------------------------------------------------------
 
 
-def test_a_token_for_another_resource_or_none_is_refused(
-    server: LiveServer, reader: Browser, client_id: str
-) -> None:
+def test_a_token_for_another_resource_or_none_is_refused(server: LiveServer, reader: Browser, client_id: str) -> None:
     other = obtain_token(reader, server.base_url, client_id, "mcp", server.base_url + "/other")
     assert call(server, other["access_token"], "tools/list").status_code == 401
     prefix = obtain_token(reader, server.base_url, client_id, "mcp", server.base_url)
@@ -266,7 +275,9 @@ def test_revoked_and_expired_tokens_are_refused(
 
     expired = obtain_token(reader, server.base_url, client_id, "mcp", resource)
     manage(
-        data, "shell", "-c",
+        data,
+        "shell",
+        "-c",
         "import hashlib; from datetime import timedelta; from django.utils import timezone;"
         "from oauth2_provider.models import AccessToken;"
         f"AccessToken.objects.filter(token_checksum=hashlib.sha256({expired['access_token']!r}.encode()).hexdigest())"
@@ -277,7 +288,9 @@ def test_revoked_and_expired_tokens_are_refused(
 
 def test_tokens_of_inactive_users_are_refused(server: LiveServer, data: Path, client_id: str, resource: str) -> None:
     manage(
-        data, "shell", "-c",
+        data,
+        "shell",
+        "-c",
         "from django.contrib.auth.models import User; User.objects.create_user('leaver', password='leaver')",
     )
     with Browser.logged_in(server.base_url, "leaver", "leaver") as leaver:
@@ -291,8 +304,13 @@ def test_tokens_of_inactive_users_are_refused(server: LiveServer, data: Path, cl
     manage(data, "shell", "-c", f"from django.contrib.auth.models import User; {reactivate}")
     assert call(server, token["access_token"], "tools/list").status_code == 200  # known again
     # QuerySet.update() sends no signal: credentials_changed() says it instead.
-    manage(data, "shell", "-c", "from django.contrib.auth.models import User; import mcp_expose; "
-           "User.objects.filter(username='leaver').update(is_active=False); mcp_expose.credentials_changed()")
+    manage(
+        data,
+        "shell",
+        "-c",
+        "from django.contrib.auth.models import User; import mcp_expose; "
+        "User.objects.filter(username='leaver').update(is_active=False); mcp_expose.credentials_changed()",
+    )
     assert call(server, token["access_token"], "tools/list").status_code == 401
 
 
@@ -312,38 +330,53 @@ def test_basic_credentials_are_refused(server: LiveServer) -> None:
     response = call(server, None, "tools/list", Authorization="Basic cmVhZGVyOnJlYWRlcg==")
     assert response.status_code == 401
     # Not a Bearer credential at all: the plain challenge, without error= (RFC 6750 §3.1).
-    assert "error=" not in response.headers["www-authenticate"] and 'scope="mcp"' in response.headers["www-authenticate"]
+    assert (
+        "error=" not in response.headers["www-authenticate"] and 'scope="mcp"' in response.headers["www-authenticate"]
+    )
 
 
 def test_a_token_acting_for_no_user_is_refused(server: LiveServer) -> None:
     """Open dynamic registration hands out client-credentials clients that nobody owns: their tokens act for no one."""
-    registered = httpx2.post(server.base_url + "/o/register/", json={
-        "client_name": "Nobody's", "grant_types": ["client_credentials"], "token_endpoint_auth_method": "client_secret_basic",
-    })
+    registered = httpx2.post(
+        server.base_url + "/o/register/",
+        json={
+            "client_name": "Nobody's",
+            "grant_types": ["client_credentials"],
+            "token_endpoint_auth_method": "client_secret_basic",
+        },
+    )
     assert registered.status_code == 201, registered.text
     client = registered.json()
     token = httpx2.post(
         server.base_url + "/o/token/",
-        data={"grant_type": "client_credentials", "scope": "mcp library:read library:write", "resource": server.mcp_url},
+        data={
+            "grant_type": "client_credentials",
+            "scope": "mcp library:read library:write",
+            "resource": server.mcp_url,
+        },
         auth=(client["client_id"], client["client_secret"]),
     )
     assert token.status_code == 200, token.text
     assert call(server, token.json()["access_token"], "tools/list").status_code == 401
 
 
-def test_a_token_without_the_base_scope_is_asked_to_step_up(
-    server: LiveServer, data: Path, client_id: str
-) -> None:
-    token = manage(
-        data, "shell", "-c",
-        "from datetime import timedelta; from django.utils import timezone; from django.contrib.auth.models import User;"
-        "from oauth2_provider.models import AccessToken, Application;"
-        f"app = Application.objects.get(client_id={client_id!r});"
-        "at = AccessToken(user=User.objects.get(username='reader'), application=app, scope='other',"
-        f" expires=timezone.now() + timedelta(hours=1), resource=[{server.mcp_url!r}]);"
-        "from oauth2_provider.models import set_token_value; set_token_value(at, 'no-base-scope-token'); at.save();"
-        "print('no-base-scope-token')",
-    ).stdout.strip().splitlines()[-1]
+def test_a_token_without_the_base_scope_is_asked_to_step_up(server: LiveServer, data: Path, client_id: str) -> None:
+    token = (
+        manage(
+            data,
+            "shell",
+            "-c",
+            "from datetime import timedelta; from django.utils import timezone; from django.contrib.auth.models import User;"
+            "from oauth2_provider.models import AccessToken, Application;"
+            f"app = Application.objects.get(client_id={client_id!r});"
+            "at = AccessToken(user=User.objects.get(username='reader'), application=app, scope='other',"
+            f" expires=timezone.now() + timedelta(hours=1), resource=[{server.mcp_url!r}]);"
+            "from oauth2_provider.models import set_token_value; set_token_value(at, 'no-base-scope-token'); at.save();"
+            "print('no-base-scope-token')",
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     response = call(server, token, "tools/list")
     assert response.status_code == 403
     assert 'error="insufficient_scope"' in response.headers["www-authenticate"]
@@ -365,7 +398,9 @@ def test_a_per_client_allow_list(
     favoured = register_client(server.base_url, "Favoured")["client_id"]
     favoured_token = obtain_token(reader, server.base_url, favoured, "mcp library:read", resource)["access_token"]
     manage(
-        data, "shell", "-c",
+        data,
+        "shell",
+        "-c",
         "from mcp_expose.models import ExposedTool; from oauth2_provider.models import Application;"
         "row = ExposedTool.objects.get(key='library.popular_authors');"
         f"row.allowed_clients.set([Application.objects.get(client_id={favoured!r})])",
@@ -373,11 +408,15 @@ def test_a_per_client_allow_list(
     try:
         assert "library.popular_authors" in tool_names(call(server, favoured_token, "tools/list"))
         assert "library.popular_authors" not in tool_names(call(server, read_token["access_token"], "tools/list"))
-        refused = call(server, read_token["access_token"], "tools/call", {"name": "library.popular_authors", "arguments": {}})
+        refused = call(
+            server, read_token["access_token"], "tools/call", {"name": "library.popular_authors", "arguments": {}}
+        )
         assert refused.status_code == 400 and refused.json()["error"]["code"] == -32602
     finally:
         manage(
-            data, "shell", "-c",
+            data,
+            "shell",
+            "-c",
             "from mcp_expose.models import ExposedTool; ExposedTool.objects.get(key='library.popular_authors').allowed_clients.clear()",
         )
 
@@ -402,8 +441,11 @@ def raw_answer(
         if region is not None:
             headers["Mcp-Param-Region"] = region + "-mismatched"
     else:
-        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                   "Authorization": f"Bearer {token}"}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "Authorization": f"Bearer {token}",
+        }
     response = httpx2.post(server.mcp_url, content=jsonrpc_body("tools/call", params, modern=modern), headers=headers)
     return response.status_code, {k: v for k, v in response.headers.items() if k != "date"}, response.content
 
@@ -423,7 +465,9 @@ def assert_answers_like_unknown(server: LiveServer, token: str, name: str, regio
 def disable(data: Path, *keys: str, enabled: bool = False) -> None:
     """Untick (or tick) tools' enabled box, as an administrator does: the row is saved, the revision moves."""
     manage(
-        data, "shell", "-c",
+        data,
+        "shell",
+        "-c",
         "from mcp_expose.models import ExposedTool;"
         f"[row.save() for row in ExposedTool.objects.filter(key__in={list(keys)!r}) if setattr(row, 'enabled', {enabled!r}) is None]",
     )
@@ -462,7 +506,9 @@ def test_by_default_only_a_tool_scopes_alone_hide_steps_up(
 def test_hidden_tools_answer_exactly_like_unknown_ones(data: Path, client_id: str, fast_path: str) -> None:
     with run_server(data, MCP_TEST_HIDE_FORBIDDEN_TOOLS="1", MCP_TEST_FAST_PATH=fast_path, **LIVE_SETTINGS) as hidden:
         with Browser.logged_in(hidden.base_url, "reader", "reader") as browser:
-            token = obtain_token(browser, hidden.base_url, client_id, "mcp library:read", hidden.mcp_url)["access_token"]
+            token = obtain_token(browser, hidden.base_url, client_id, "mcp library:read", hidden.mcp_url)[
+                "access_token"
+            ]
         assert_answers_like_unknown(hidden, token, "library.borrow_book")  # scopes alone hide it
         assert_answers_like_unknown(hidden, token, "toolbox.routed", region="eu")  # its header is not checked
         assert_answers_like_unknown(hidden, token, "library.overdue_loans")
@@ -491,7 +537,9 @@ def test_tools_see_the_token_as_request_auth(
     assert with_key.json()["result"]["structuredContent"]["request_auth"] == "ApiKey"
 
 
-def test_code_exchange_without_the_verifier_fails(server: LiveServer, reader: Browser, client_id: str, resource: str) -> None:
+def test_code_exchange_without_the_verifier_fails(
+    server: LiveServer, reader: Browser, client_id: str, resource: str
+) -> None:
     verifier, challenge = pkce_pair()
     redirect = reader.approve(authorize_params(client_id, "mcp", challenge, resource))
     wrong = exchange_code(server.base_url, client_id, redirect["code"][0], "wrong-" + verifier, resource)
@@ -549,7 +597,9 @@ async def test_the_sdk_client_registers_signs_in_and_steps_up_by_itself(server: 
         provider = OAuthClientProvider(
             server_url=server.mcp_url,
             client_metadata=OAuthClientMetadata(
-                client_name="SDK Agent", redirect_uris=[REDIRECT_URI], grant_types=["authorization_code", "refresh_token"]
+                client_name="SDK Agent",
+                redirect_uris=[REDIRECT_URI],
+                grant_types=["authorization_code", "refresh_token"],
             ),
             storage=MemoryStorage(),
             redirect_handler=approve_in_browser,
@@ -595,7 +645,11 @@ def test_mcp_doctor_passes_a_good_deployment_and_fails_a_bad_url(server: LiveSer
     def doctor(url: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, str(ROOT / "manage.py"), "mcp_doctor", url],
-            env=demo_env(data), cwd=ROOT, capture_output=True, text=True, timeout=60,
+            env=demo_env(data),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
 
     good = doctor(server.mcp_url)
@@ -623,10 +677,16 @@ def test_tokens_are_stored_hashed_and_responses_carry_iss(
     redirect = reader.approve(authorize_params(client_id, "mcp", challenge, resource))
     assert redirect["iss"] == [server.base_url + "/o"]  # RFC 9207
     token = exchange_code(server.base_url, client_id, redirect["code"][0], verifier, resource).json()
-    stored = manage(
-        data, "shell", "-c",
-        "import hashlib; from oauth2_provider.models import AccessToken, RefreshToken;"
-        f"t = AccessToken.objects.get(token_checksum=hashlib.sha256({token['access_token']!r}.encode()).hexdigest());"
-        "print(repr(t.token), repr(RefreshToken.objects.get(access_token=t).token))",
-    ).stdout.strip().splitlines()[-1]
+    stored = (
+        manage(
+            data,
+            "shell",
+            "-c",
+            "import hashlib; from oauth2_provider.models import AccessToken, RefreshToken;"
+            f"t = AccessToken.objects.get(token_checksum=hashlib.sha256({token['access_token']!r}.encode()).hexdigest());"
+            "print(repr(t.token), repr(RefreshToken.objects.get(access_token=t).token))",
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     assert stored == "'' ''"  # only checksums at rest: a database leak yields no usable token

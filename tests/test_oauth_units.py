@@ -56,7 +56,9 @@ def test_bearer_challenges() -> None:
     assert bearer_challenge(resource=resource, scopes=["mcp"]) == (
         'Bearer resource_metadata="https://h.example/.well-known/oauth-protected-resource/mcp", scope="mcp"'
     )
-    assert bearer_challenge(resource=resource, scopes={"b", "a"}, error="insufficient_scope", description='say "x"') == (
+    assert bearer_challenge(
+        resource=resource, scopes={"b", "a"}, error="insufficient_scope", description='say "x"'
+    ) == (
         'Bearer error="insufficient_scope", error_description="say \\"x\\"", '
         'resource_metadata="https://h.example/.well-known/oauth-protected-resource/mcp", scope="a b"'
     )
@@ -72,7 +74,9 @@ def test_protected_resource_metadata_defaults_to_the_dot_issuer() -> None:
         "scopes_supported": ["mcp"],
         "bearer_methods_supported": ["header"],
     }
-    with override_settings(MCP_EXPOSE={"AUTHORIZATION_SERVERS": ["https://id.example"], "SCOPES_SUPPORTED": ["a", "b"]}):
+    with override_settings(
+        MCP_EXPOSE={"AUTHORIZATION_SERVERS": ["https://id.example"], "SCOPES_SUPPORTED": ["a", "b"]}
+    ):
         document = protected_resource_metadata("https://h.example/mcp", "https://h.example")
     assert document["authorization_servers"] == ["https://id.example"] and document["scopes_supported"] == ["a", "b"]
 
@@ -95,7 +99,9 @@ def catalog(registry: CapabilityRegistry) -> Any:
     def librarian() -> None: ...
 
     mcp_expose.tool(registry=registry, key="t.write", scopes=["write"])(write)
-    mcp_expose.tool(registry=registry, key="t.librarian", scopes=["write"], permissions=["library.view_loan"])(librarian)
+    mcp_expose.tool(registry=registry, key="t.librarian", scopes=["write"], permissions=["library.view_loan"])(
+        librarian
+    )
     return compile_catalog(registry, {})
 
 
@@ -149,13 +155,20 @@ def application(**fields: Any) -> Any:
 
 def test_consent_facts(catalog: Any) -> None:
     with override_settings(OAUTH2_PROVIDER={"SCOPES": {"write": "Write things"}}):
-        dynamic = consent_details(application(registration_source="dcr"), "http://127.0.0.1:5000/cb", ["write"], catalog)
+        dynamic = consent_details(
+            application(registration_source="dcr"), "http://127.0.0.1:5000/cb", ["write"], catalog
+        )
         assert (dynamic.verified, dynamic.registration, dynamic.loopback_only) == (False, "dynamic", True)
         assert dynamic.scopes[0].description == "Write things" and dynamic.scopes[0].tools == ["t.write", "t.librarian"]
         cimd = consent_details(
-            application(registration_source="cimd", client_id="https://agent.example/c.json",
-                        redirect_uris="https://agent.example/cb"),
-            "https://agent.example/cb", ["write"], catalog,
+            application(
+                registration_source="cimd",
+                client_id="https://agent.example/c.json",
+                redirect_uris="https://agent.example/cb",
+            ),
+            "https://agent.example/cb",
+            ["write"],
+            catalog,
         )
         assert (cimd.cimd_domain, cimd.loopback_only, cimd.redirect_host) == ("agent.example", False, "agent.example")
         manual = consent_details(application(registration_source="manual"), "http://127.0.0.1/cb", [], catalog)

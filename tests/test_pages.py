@@ -18,7 +18,7 @@ def test_connect_page_shows_the_endpoint_configs_and_scopes() -> None:
     client = Client()
     client.login(username="ann", password="pw")
     page = client.get("/mcp/connect/", HTTP_HOST="mcp.example.com").content.decode()
-    assert "<pre id=\"mcp-url\">http://mcp.example.com/mcp</pre>" in page
+    assert '<pre id="mcp-url">http://mcp.example.com/mcp</pre>' in page
     assert "claude mcp add --transport http library-demo http://mcp.example.com/mcp" in page
     assert "&quot;type&quot;: &quot;http&quot;" in page  # VS Code
     assert "&quot;mcpServers&quot;" in page  # Cursor

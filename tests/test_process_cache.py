@@ -54,8 +54,9 @@ def test_one_backend_for_every_request_context_and_thread():
 
 def test_a_settings_change_builds_a_new_backend():
     before = process_cache()
-    with override_settings(CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-                                               "LOCATION": "elsewhere"}}):
+    with override_settings(
+        CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "elsewhere"}}
+    ):
         during = process_cache()
         assert during is not before and during is process_cache()
         during.set("k", "elsewhere")

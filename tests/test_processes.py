@@ -53,7 +53,9 @@ async def test_disabling_in_the_admin_of_one_process_hides_the_tool_in_another(t
             changelist = "/admin/mcp_expose/exposedtool/"
             action = {"action": "disable_selected", "_selected_action": pk, "index": "0"}
             # Without the CSRF token the admin refuses and nothing changes.
-            assert admin.post(changelist, data=action, headers={"Referer": first.base_url + changelist}).status_code == 403
+            assert (
+                admin.post(changelist, data=action, headers={"Referer": first.base_url + changelist}).status_code == 403
+            )
             async with connect(second.mcp_url, key, mode) as client:
                 assert "library.popular_authors" in [tool.name for tool in (await client.list_tools()).tools]
 
@@ -129,8 +131,10 @@ async def test_a_server_stopped_while_the_database_is_locked_loses_no_usage_row(
     database = sqlite3.connect(tmp_path / "demo.sqlite3", isolation_level=None)
 
     def echo_rows() -> list[str]:
-        return [row for (row,) in database.execute(
-            "SELECT row_id FROM mcp_expose_toolcall WHERE tool_name = 'library.echo'")]
+        return [
+            row
+            for (row,) in database.execute("SELECT row_id FROM mcp_expose_toolcall WHERE tool_name = 'library.echo'")
+        ]
 
     def wait_for(condition: Callable[[], object], what: str) -> None:
         deadline = time.monotonic() + HANG_GUARD_SECONDS

@@ -53,8 +53,15 @@ def test_declaration_outside_an_app_needs_a_key(registry: CapabilityRegistry) ->
 
 def test_options_are_recorded(registry: CapabilityRegistry) -> None:
     declare(
-        registry, "shop.refund", name="refund", title="Refund", description="Give money back.",
-        scopes=["shop:write"], permissions=["shop.change_order"], destructive=True, idempotent=False,
+        registry,
+        "shop.refund",
+        name="refund",
+        title="Refund",
+        description="Give money back.",
+        scopes=["shop:write"],
+        permissions=["shop.change_order"],
+        destructive=True,
+        idempotent=False,
         enabled=False,
     )
     capability = registry.get("shop.refund")
@@ -69,10 +76,15 @@ def test_confirmation_is_declared_through_the_client_or_on_the_approval_page(reg
     declare(registry, "shop.client", requires_confirmation=True)
     declare(registry, "shop.page", requires_confirmation="approval_page")
     declare(registry, "shop.none")
-    declared = {key: (registry.get(key).requires_confirmation, registry.get(key).confirmation_channel)
-                for key in ("shop.client", "shop.page", "shop.none")}
-    assert declared == {"shop.client": (True, "client"), "shop.page": (True, "approval_page"),
-                        "shop.none": (False, "client")}
+    declared = {
+        key: (registry.get(key).requires_confirmation, registry.get(key).confirmation_channel)
+        for key in ("shop.client", "shop.page", "shop.none")
+    }
+    assert declared == {
+        "shop.client": (True, "client"),
+        "shop.page": (True, "approval_page"),
+        "shop.none": (False, "client"),
+    }
     with pytest.raises(DeclarationError, match="requires_confirmation= takes True, False or 'approval_page'"):
         declare(registry, "shop.typo", requires_confirmation="approval")
 
@@ -82,14 +94,20 @@ def test_model_and_view_declarations_take_the_approval_page_too(registry: Capabi
     from project.library import api
     from project.library.models import Author
 
-    mcp_expose.ModelTools(Author, actions=["get", "delete"], prefix="t.authors", confirm_deletes="approval_page",
-                          registry=registry)
-    mcp_expose.expose_view(api.BookViewSet, actions=["destroy"], requires_confirmation="approval_page",
-                           registry=registry)
-    declared = {capability.key: (capability.requires_confirmation, capability.confirmation_channel)
-                for capability in registry}
-    assert declared == {"t.authors.get": (False, "client"), "t.authors.delete": (True, "approval_page"),
-                        "library.books.destroy": (True, "approval_page")}
+    mcp_expose.ModelTools(
+        Author, actions=["get", "delete"], prefix="t.authors", confirm_deletes="approval_page", registry=registry
+    )
+    mcp_expose.expose_view(
+        api.BookViewSet, actions=["destroy"], requires_confirmation="approval_page", registry=registry
+    )
+    declared = {
+        capability.key: (capability.requires_confirmation, capability.confirmation_channel) for capability in registry
+    }
+    assert declared == {
+        "t.authors.get": (False, "client"),
+        "t.authors.delete": (True, "approval_page"),
+        "library.books.destroy": (True, "approval_page"),
+    }
     with pytest.raises(DeclarationError, match="takes True, False or 'approval_page'"):
         mcp_expose.ModelTools(Author, actions=["get"], confirm_deletes="yes", registry=registry)
 
@@ -186,10 +204,15 @@ def test_an_explicit_input_schema_is_served_as_written_and_enforced(registry: Ca
     ("schema", "message"),
     [
         ({"type": "object", "properties": {"amount": {"type": "number"}}}, "must be closed"),
-        ({"type": "object", "properties": {"context": {"type": "string"}}, "additionalProperties": False},
-         "may not name context"),
+        (
+            {"type": "object", "properties": {"context": {"type": "string"}}, "additionalProperties": False},
+            "may not name context",
+        ),
         ({"type": "array"}, "type.*object"),
-        ({"type": "object", "properties": {"x": {"type": 5}}, "additionalProperties": False}, "not a valid JSON Schema"),
+        (
+            {"type": "object", "properties": {"x": {"type": 5}}, "additionalProperties": False},
+            "not a valid JSON Schema",
+        ),
     ],
 )
 def test_an_explicit_input_schema_must_be_closed_and_valid(

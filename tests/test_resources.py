@@ -94,16 +94,27 @@ def test_prompts_and_completion() -> None:
         run(get_prompt, catalog, READER, "library.recommend", {})
     with pytest.raises(UnknownPrompt):
         run(get_prompt, catalog, NOBODY, "library.recommend", {"genre": "science"})
-    assert run(complete, catalog, READER, prompt="library.recommend", uri=None, argument="genre", prefix="s") == (["science"], 1)
-    assert run(complete, catalog, READER, prompt="library.recommend", uri=None, argument="mood", prefix="C") == (["cosy", "curious"], 2)
-    assert run(complete, catalog, READER, prompt="library.recommend", uri=None, argument="unknown", prefix="") == ([], 0)
+    assert run(complete, catalog, READER, prompt="library.recommend", uri=None, argument="genre", prefix="s") == (
+        ["science"],
+        1,
+    )
+    assert run(complete, catalog, READER, prompt="library.recommend", uri=None, argument="mood", prefix="C") == (
+        ["cosy", "curious"],
+        2,
+    )
+    assert run(complete, catalog, READER, prompt="library.recommend", uri=None, argument="unknown", prefix="") == (
+        [],
+        0,
+    )
     assert run(complete, catalog, NOBODY, prompt="library.recommend", uri=None, argument="mood", prefix="") == ([], 0)
 
 
 @pytest.mark.anyio
 @pytest.mark.live
 @pytest.mark.parametrize("mode", list(MODES))
-async def test_resources_prompts_and_rich_results_over_the_wire(demo_server: LiveServer, admin_key: str, mode: str) -> None:
+async def test_resources_prompts_and_rich_results_over_the_wire(
+    demo_server: LiveServer, admin_key: str, mode: str
+) -> None:
     async with connect(demo_server.mcp_url, admin_key, mode) as client:
         resources = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
@@ -113,8 +124,9 @@ async def test_resources_prompts_and_rich_results_over_the_wire(demo_server: Liv
             await client.read_resource("library://unknown/thing")
         prompts = (await client.list_prompts()).prompts
         prompt = await client.get_prompt("library.recommend", {"genre": "history"})
-        completion = await client.complete(ref={"type": "ref/prompt", "name": "library.recommend"},
-                                           argument={"name": "genre", "value": "h"})
+        completion = await client.complete(
+            ref={"type": "ref/prompt", "name": "library.recommend"}, argument={"name": "genre", "value": "h"}
+        )
         card = await client.call_tool("library.book_card", {"book_id": 3})
     assert [r.uri for r in resources] == ["library://catalogue"]
     assert [t.uri_template for t in templates] == ["library://books/{id}", "library://covers/{id}"]
@@ -135,9 +147,13 @@ def test_prompts_written_in_the_admin() -> None:
     from mcp_expose.models import PromptTemplate
 
     PromptTemplate.objects.create(
-        name="support.reply", description="Draft a reply to a reader.", scopes="library:read",
-        arguments=[{"name": "reader", "required": True, "description": "Who wrote in"},
-                   {"name": "tone", "values": ["warm", "formal", "witty"]}],
+        name="support.reply",
+        description="Draft a reply to a reader.",
+        scopes="library:read",
+        arguments=[
+            {"name": "reader", "required": True, "description": "Who wrote in"},
+            {"name": "tone", "values": ["warm", "formal", "witty"]},
+        ],
         template="Write a {{ tone|default:'warm' }} reply to {{ reader }} about their overdue books.",
     )
     catalog = provider.get_sync()
@@ -151,7 +167,10 @@ def test_prompts_written_in_the_admin() -> None:
         run(get_prompt, catalog, READER, "support.reply", {"tone": "warm"})
     with pytest.raises(UnknownPrompt):
         run(get_prompt, catalog, NOBODY, "support.reply", {"reader": "Ada"})
-    assert run(complete, catalog, READER, prompt="support.reply", uri=None, argument="tone", prefix="w") == (["warm", "witty"], 2)
+    assert run(complete, catalog, READER, prompt="support.reply", uri=None, argument="tone", prefix="w") == (
+        ["warm", "witty"],
+        2,
+    )
     PromptTemplate.objects.filter(name="support.reply").update(enabled=False)
     from mcp_expose.signals import catalog_changed
 

@@ -99,16 +99,19 @@ def test_cycles_are_refused() -> None:
 IDENT = uuid.UUID("12345678-1234-5678-1234-567812345678")
 
 
-@pytest.mark.parametrize(("colliding", "json_key"), [
-    ({1: "secret-a", "1": "secret-b"}, "1"),
-    ({True: "secret-a", "true": "secret-b"}, "true"),
-    ({None: "secret-a", "null": "secret-b"}, "null"),
-    ({Size.SMALL: "secret-a", "s": "secret-b"}, "s"),
-    ({Level.HIGH: "secret-a", "3": "secret-b"}, "3"),
-    ({IDENT: "secret-a", str(IDENT): "secret-b"}, str(IDENT)),
-    ({decimal.Decimal("1.50"): "secret-a", "1.50": "secret-b"}, "1.50"),
-    ({"outer": [{2: "secret-a", "2": "secret-b"}]}, "2"),
-])
+@pytest.mark.parametrize(
+    ("colliding", "json_key"),
+    [
+        ({1: "secret-a", "1": "secret-b"}, "1"),
+        ({True: "secret-a", "true": "secret-b"}, "true"),
+        ({None: "secret-a", "null": "secret-b"}, "null"),
+        ({Size.SMALL: "secret-a", "s": "secret-b"}, "s"),
+        ({Level.HIGH: "secret-a", "3": "secret-b"}, "3"),
+        ({IDENT: "secret-a", str(IDENT): "secret-b"}, str(IDENT)),
+        ({decimal.Decimal("1.50"): "secret-a", "1.50": "secret-b"}, "1.50"),
+        ({"outer": [{2: "secret-a", "2": "secret-b"}]}, "2"),
+    ],
+)
 def test_keys_that_become_the_same_string_are_refused(colliding: dict[Any, Any], json_key: str) -> None:
     """Else one value silently replaces the other. The message names the key, never a value (it is logged)."""
     with pytest.raises(ProjectionError, match="same JSON key") as caught:
@@ -117,10 +120,26 @@ def test_keys_that_become_the_same_string_are_refused(colliding: dict[Any, Any],
 
 
 def test_distinct_keys_of_every_kind_keep_every_value() -> None:
-    value = {7: "a", "2": "b", True: "c", None: "d", Size.SMALL: "e", Level.HIGH: "f", IDENT: "g",
-             decimal.Decimal("1.5"): "h"}
-    assert to_json_value(value) == {"7": "a", "2": "b", "true": "c", "null": "d", "s": "e", "3": "f",
-                                    str(IDENT): "g", "1.5": "h"}
+    value = {
+        7: "a",
+        "2": "b",
+        True: "c",
+        None: "d",
+        Size.SMALL: "e",
+        Level.HIGH: "f",
+        IDENT: "g",
+        decimal.Decimal("1.5"): "h",
+    }
+    assert to_json_value(value) == {
+        "7": "a",
+        "2": "b",
+        "true": "c",
+        "null": "d",
+        "s": "e",
+        "3": "f",
+        str(IDENT): "g",
+        "1.5": "h",
+    }
 
 
 def test_shared_but_acyclic_references_are_fine() -> None:

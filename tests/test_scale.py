@@ -141,7 +141,9 @@ async def test_list_changed_reaches_a_listener_on_the_other_process(pair: Any, k
     )
 
 
-async def test_500_concurrent_calls_over_both_processes_leave_500_rows(pair: Any, key: str, env: dict[str, str]) -> None:
+async def test_500_concurrent_calls_over_both_processes_leave_500_rows(
+    pair: Any, key: str, env: dict[str, str]
+) -> None:
     conversation = f"burst-{secrets.token_hex(3)}"
     limits = anyio.CapacityLimiter(100)
     statuses: list[int] = []
@@ -214,12 +216,20 @@ async def test_restarting_one_process_mid_load_loses_nothing(data: Path, env: di
 def test_settings_use_postgres_and_redis(data: Path, env: dict[str, str]) -> None:
     from .live import manage
 
-    output = manage(
-        data, "shell", "-c",
-        "import json; from django.conf import settings; from django.db import connection;"
-        "print(json.dumps([connection.vendor, settings.CACHES['default']['BACKEND'], settings.CHANNEL_LAYERS['default']['BACKEND']]))",
-        env=env,
-    ).stdout.strip().splitlines()[-1]
+    output = (
+        manage(
+            data,
+            "shell",
+            "-c",
+            "import json; from django.conf import settings; from django.db import connection;"
+            "print(json.dumps([connection.vendor, settings.CACHES['default']['BACKEND'], settings.CHANNEL_LAYERS['default']['BACKEND']]))",
+            env=env,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     assert json.loads(output) == [
-        "postgresql", "django.core.cache.backends.redis.RedisCache", "channels_redis.core.RedisChannelLayer"
+        "postgresql",
+        "django.core.cache.backends.redis.RedisCache",
+        "channels_redis.core.RedisChannelLayer",
     ]

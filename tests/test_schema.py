@@ -160,9 +160,10 @@ def test_arguments_are_validated_strictly_with_json_paths() -> None:
     def f(n: int, person: Person, tags: list[str] = []) -> None: ...  # noqa: B006
 
     signature = build_signature(f, origin="t")
-    assert signature.validate_arguments(
-        {"n": 1, "person": {"name": "A", "home": {"street": "S", "city": "C"}}}
-    )["tags"] == []
+    assert (
+        signature.validate_arguments({"n": 1, "person": {"name": "A", "home": {"street": "S", "city": "C"}}})["tags"]
+        == []
+    )
     with pytest.raises(InvalidInput) as caught:
         signature.validate_arguments(
             {"n": "5", "person": {"name": "A", "home": {"street": 1}}, "tags": ["ok", 2], "extra": True}
@@ -220,7 +221,9 @@ def test_nested_serializers_are_inlined_and_self_nesting_is_refused() -> None:
     assert "$ref" not in repr(schema) and "id" not in schema["properties"]
     assert schema["required"] == ["name", "home"]
     assert schema["properties"]["home"]["properties"]["street"] == {
-        "type": "string", "maxLength": 50, "description": "Street and number."
+        "type": "string",
+        "maxLength": 50,
+        "description": "Street and number.",
     }
     assert schema["properties"]["home"]["properties"]["kind"]["enum"] == ["home", "work", None]
     assert schema["properties"]["others"]["items"]["additionalProperties"] is False
@@ -234,6 +237,7 @@ def test_nested_serializers_are_inlined_and_self_nesting_is_refused() -> None:
 
 
 # Bounded strings and closed objects at every depth ------------------------------------------------------------
+
 
 class Window(TypedDict):
     start: int
@@ -281,7 +285,9 @@ def test_a_string_over_the_cap_is_invalid_input_naming_path_and_limit() -> None:
 
     signature = build_signature(f, origin="t")
     with pytest.raises(InvalidInput) as caught:
-        signature.validate_arguments({"q": "x" * 60_000, "person": {"name": "y" * 1001, "home": {"street": "S", "city": "C"}}})
+        signature.validate_arguments(
+            {"q": "x" * 60_000, "person": {"name": "y" * 1001, "home": {"street": "S", "city": "C"}}}
+        )
     assert caught.value.details == [
         {"path": "$.person.name", "message": "At most 1000 characters."},
         {"path": "$.q", "message": "At most 1000 characters."},
@@ -324,8 +330,12 @@ def test_unknown_nested_keys_are_refused_with_their_paths() -> None:
     values = signature.validate_arguments(good)
     assert values["holder"].window == {"start": 1} and values["loose"].more == 1
     bad = {
-        "holder": {"window": {"start": 1, "zzz": 2}, "point": {"x": 2, "zzz": 2},
-                   "tags": [{"street": "S", "city": "C", "zzz": 2}], "zzz": 2},
+        "holder": {
+            "window": {"start": 1, "zzz": 2},
+            "point": {"x": 2, "zzz": 2},
+            "tags": [{"street": "S", "city": "C", "zzz": 2}],
+            "zzz": 2,
+        },
         "loose": {"kind": "k", "more": 1},
         "by_name": {"home": {"x": 3, "zzz": 2}},
         "anything": {"zzz": 2},
@@ -334,8 +344,13 @@ def test_unknown_nested_keys_are_refused_with_their_paths() -> None:
         signature.validate_arguments(bad)
     assert {(p["path"], p["message"].split(";")[0]) for p in caught.value.details} == {
         (path, "Unexpected argument")
-        for path in ("$.holder.zzz", "$.holder.window.zzz", "$.holder.point.zzz", "$.holder.tags[0].zzz",
-                     "$.by_name.home.zzz")
+        for path in (
+            "$.holder.zzz",
+            "$.holder.window.zzz",
+            "$.holder.point.zzz",
+            "$.holder.tags[0].zzz",
+            "$.by_name.home.zzz",
+        )
     }
 
 
@@ -357,7 +372,9 @@ def test_drf_mappings_and_json_fields_stay_open_while_nested_serializers_are_clo
     assert props["inner"]["additionalProperties"] is False
     assert props["labels"]["additionalProperties"] == {"type": "string"}  # a body takes what HTTP takes
     assert "additionalProperties" not in props["extra"]
-    signature.validate_arguments({"inner": {"note": "n" * 5000}, "labels": {"any": "x"}, "extra": {"free": {"form": 1}}})
+    signature.validate_arguments(
+        {"inner": {"note": "n" * 5000}, "labels": {"any": "x"}, "extra": {"free": {"form": 1}}}
+    )
     with pytest.raises(InvalidInput) as caught:
         signature.validate_arguments({"inner": {"note": "n", "zzz": 1}, "labels": {"a": 1}, "extra": 1})
     assert [p["path"] for p in caught.value.details] == ["$.inner.zzz", "$.labels.a"]

@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 @pytest.fixture
 def catalog(registry: CapabilityRegistry) -> Catalog:
     for index in range(30):
+
         def tool_fn(x: int = 0) -> int:
             return x
 

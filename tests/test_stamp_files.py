@@ -228,14 +228,17 @@ MOUNTINFO = """\
 """
 
 
-@pytest.mark.parametrize(("path", "expected"), [
-    ("/var/cache/app", "ext4"),
-    ("/srv/shared cache", "nfs4"),
-    ("/srv/shared cache/app", "nfs4"),
-    ("/srv/shared cache/local/app", "tmpfs"),
-    ("/srv/shared cachex", "ext4"),  # a longer name beside a mount point is not inside it
-    ("/mnt/data", "fuse.sshfs"),  # mounted over: the later mount is the one seen
-])
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/var/cache/app", "ext4"),
+        ("/srv/shared cache", "nfs4"),
+        ("/srv/shared cache/app", "nfs4"),
+        ("/srv/shared cache/local/app", "tmpfs"),
+        ("/srv/shared cachex", "ext4"),  # a longer name beside a mount point is not inside it
+        ("/mnt/data", "fuse.sshfs"),  # mounted over: the later mount is the one seen
+    ],
+)
 def test_the_filesystem_of_a_path_is_the_deepest_mount_above_it(tmp_path: Path, path: str, expected: str) -> None:
     table = tmp_path / "mountinfo"
     table.write_text(MOUNTINFO)

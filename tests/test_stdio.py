@@ -34,7 +34,10 @@ async def test_stdio_serves_the_catalog_as_the_user(demo_data: tuple[Path, str],
         assert client.protocol_version == MODES[mode]
     assert "library.search_books" in names and "library.borrow_book" not in names
     assert "library.overdue_loans" not in names  # reader lacks the Django permission
-    assert whoami.structured_content["user"] == "reader" and whoami.structured_content["scopes"] == ["library:read", "mcp"]
+    assert whoami.structured_content["user"] == "reader" and whoami.structured_content["scopes"] == [
+        "library:read",
+        "mcp",
+    ]
     # A local caller presents no credential: it is named by its way in, and code sees no request.auth.
     assert whoami.structured_content["credential"] == "stdio" and whoami.structured_content["request_auth"] is None
     assert search.structured_content["result"][0]["title"] == "Cosmos"
@@ -46,8 +49,13 @@ async def test_stdio_calls_are_in_the_usage_log(demo_data: tuple[Path, str]) -> 
     data, _ = demo_data
     async with Client(stdio(data, "--user", "admin"), mode="auto") as client:
         await client.call_tool("library.echo", {"message": "over stdio"})
-    row = manage(data, "shell", "-c", "from mcp_expose.models import ToolCall; c = ToolCall.objects.filter("
-                 "tool_name='library.echo', username='admin', auth_method='local').last(); print(c.outcome)")
+    row = manage(
+        data,
+        "shell",
+        "-c",
+        "from mcp_expose.models import ToolCall; c = ToolCall.objects.filter("
+        "tool_name='library.echo', username='admin', auth_method='local').last(); print(c.outcome)",
+    )
     assert row.stdout.strip().splitlines()[-1] == "ok"
 
 
@@ -56,6 +64,11 @@ def test_an_unknown_user_fails_before_serving(demo_data: tuple[Path, str]) -> No
 
     result = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "mcp_stdio", "--user", "ghost"],
-        env=demo_env(demo_data[0]), cwd=ROOT, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env=demo_env(demo_data[0]),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 1 and "No user named 'ghost'" in result.stderr and result.stdout == ""

@@ -59,9 +59,19 @@ def people() -> dict[str, Any]:
 def catalog() -> Any:
     registry = CapabilityRegistry()
     with override_settings(ROOT_URLCONF="tests.apps.parity.urls"):
-        for view in (library_api.BookViewSet, library_api.LoanViewSet, library_api.AuthorViewSet, api.BookReport,
-                     api.CoverUpload, api.TagCheck, api.CheapBooks, api.AuthorNotes, api.Withdrawn, api.Shelf,
-                     api.ReportedBy):
+        for view in (
+            library_api.BookViewSet,
+            library_api.LoanViewSet,
+            library_api.AuthorViewSet,
+            api.BookReport,
+            api.CoverUpload,
+            api.TagCheck,
+            api.CheapBooks,
+            api.AuthorNotes,
+            api.Withdrawn,
+            api.Shelf,
+            api.ReportedBy,
+        ):
             expose_view(view, registry=registry, requires_confirmation=False)
         for capability in registry:
             capability.signature  # noqa: B018  (built inside the URLconf it was declared for)
@@ -83,7 +93,9 @@ def http(user: User | None, method: str, path: str, data: Any = None, fmt: str =
     if user is not None:
         client.force_authenticate(user)
     with transaction.atomic():
-        response = getattr(client, method)(path, data, format=fmt) if data is not None else getattr(client, method)(path)
+        response = (
+            getattr(client, method)(path, data, format=fmt) if data is not None else getattr(client, method)(path)
+        )
         transaction.set_rollback(True)  # the MCP call starts from the same rows
     return response
 
@@ -112,50 +124,168 @@ def _value(value: Any) -> Any:
 
 
 CASES = [
-    Case("retrieve by integer pk", "alice", "get", lambda: f"/api/books/{book('Cosmos')}/",
-         "library.books.retrieve", lambda: {"pk": book("Cosmos")}),
-    Case("retrieve by digit-string pk", "alice", "get", lambda: f"/api/books/{book('Cosmos')}/",
-         "library.books.retrieve", lambda: {"pk": str(book("Cosmos"))}),
-    Case("retrieve a pk that does not exist", "alice", "get", "/api/books/999999/",
-         "library.books.retrieve", {"pk": 999999}),
-    Case("partial update by integer pk", "staff", "patch", lambda: f"/api/books/{book('SPQR')}/",
-         "library.books.partial_update", lambda: {"pk": book("SPQR"), "copies": 5}, body={"copies": 5}),
-    Case("several validation errors at once", "staff", "post", "/api/books/", "library.books.create",
-         {"title": "", "author": 999999, "isbn": "978-0-345-53943-4", "genre": "poetry", "price": "abc"},
-         body={"title": "", "author": 999999, "isbn": "978-0-345-53943-4", "genre": "poetry", "price": "abc"}),
-    Case("ordering by two fields", "alice", "get", "/api/books/?ordering=-price,title", "library.books.list",
-         {"ordering": "-price,title"}, results_only=True),
-    Case("a decimal NumberFilter", "alice", "get", "/parity/cheap/?cheaper_than=12.5", "parity.cheap",
-         {"cheaper_than": 12.5}),
-    Case("a decimal NumberFilter as text", "alice", "get", "/parity/cheap/?cheaper_than=12.5",
-         "parity.cheap", {"cheaper_than": "12.5"}),
-    Case("a ListField within its max_length", "alice", "post", "/parity/tags/", "parity.tags",
-         {"tags": ["a", "b", "c", "d", "e"]}, body={"tags": ["a", "b", "c", "d", "e"]}),
-    Case("a ListField over its max_length", "alice", "post", "/parity/tags/", "parity.tags",
-         {"tags": ["a", "b", "c", "d", "e", "f"]}, body={"tags": ["a", "b", "c", "d", "e", "f"]}),
-    Case("a ListField under its min_length", "alice", "post", "/parity/tags/", "parity.tags",
-         {"tags": []}, body={"tags": []}),
-    Case("staff lend to a member (their serializer)", "staff", "post", "/api/loans/", "library.loans.create",
-         lambda: {"book": book("Cosmos"), "borrower": "alice", "days": 3},
-         body=lambda: {"book": book("Cosmos"), "borrower": "alice", "days": 3}, ignore=frozenset({"id"})),
-    Case("a member borrows (the default serializer)", "alice", "post", "/api/loans/", "library.loans.create",
-         lambda: {"book": book("Cosmos")}, body=lambda: {"book": book("Cosmos")}, ignore=frozenset({"id"})),
-    Case("staff-only fields from get_fields", "staff", "post", "/parity/author-notes/",
-         "parity.author_notes.create", {"name": "Italo Calvino", "born": 1923},
-         body={"name": "Italo Calvino", "born": 1923}),
-    Case("a slug lookup", "alice", "get", "/api/authors/carl-sagan/", "library.authors.retrieve",
-         {"slug": "carl-sagan"}),
-    Case("a slug that exists nowhere", "alice", "get", "/api/authors/nobody-at-all/", "library.authors.retrieve",
-         {"slug": "nobody-at-all"}),
-    Case("a slug lookup that renames the slug", "staff", "patch", "/api/authors/carl-sagan/",
-         "library.authors.partial_update", {"url_slug": "carl-sagan", "slug": "carl-e-sagan"},
-         body={"slug": "carl-e-sagan"}),
-    Case("a re_path slug", "alice", "get", "/parity/shelves/top-floor/", "parity.shelves",
-         {"shelf": "top-floor"}),
-    Case("an anonymous writer", "anonymous", "post", "/api/books/", "library.books.create",
-         {"title": "T", "author": 1, "isbn": "1"}, body={"title": "T", "author": 1, "isbn": "1"}),
-    Case("a member may not write books", "alice", "post", "/api/books/", "library.books.create",
-         {"title": "T", "author": 1, "isbn": "1"}, body={"title": "T", "author": 1, "isbn": "1"}),
+    Case(
+        "retrieve by integer pk",
+        "alice",
+        "get",
+        lambda: f"/api/books/{book('Cosmos')}/",
+        "library.books.retrieve",
+        lambda: {"pk": book("Cosmos")},
+    ),
+    Case(
+        "retrieve by digit-string pk",
+        "alice",
+        "get",
+        lambda: f"/api/books/{book('Cosmos')}/",
+        "library.books.retrieve",
+        lambda: {"pk": str(book("Cosmos"))},
+    ),
+    Case(
+        "retrieve a pk that does not exist",
+        "alice",
+        "get",
+        "/api/books/999999/",
+        "library.books.retrieve",
+        {"pk": 999999},
+    ),
+    Case(
+        "partial update by integer pk",
+        "staff",
+        "patch",
+        lambda: f"/api/books/{book('SPQR')}/",
+        "library.books.partial_update",
+        lambda: {"pk": book("SPQR"), "copies": 5},
+        body={"copies": 5},
+    ),
+    Case(
+        "several validation errors at once",
+        "staff",
+        "post",
+        "/api/books/",
+        "library.books.create",
+        {"title": "", "author": 999999, "isbn": "978-0-345-53943-4", "genre": "poetry", "price": "abc"},
+        body={"title": "", "author": 999999, "isbn": "978-0-345-53943-4", "genre": "poetry", "price": "abc"},
+    ),
+    Case(
+        "ordering by two fields",
+        "alice",
+        "get",
+        "/api/books/?ordering=-price,title",
+        "library.books.list",
+        {"ordering": "-price,title"},
+        results_only=True,
+    ),
+    Case(
+        "a decimal NumberFilter",
+        "alice",
+        "get",
+        "/parity/cheap/?cheaper_than=12.5",
+        "parity.cheap",
+        {"cheaper_than": 12.5},
+    ),
+    Case(
+        "a decimal NumberFilter as text",
+        "alice",
+        "get",
+        "/parity/cheap/?cheaper_than=12.5",
+        "parity.cheap",
+        {"cheaper_than": "12.5"},
+    ),
+    Case(
+        "a ListField within its max_length",
+        "alice",
+        "post",
+        "/parity/tags/",
+        "parity.tags",
+        {"tags": ["a", "b", "c", "d", "e"]},
+        body={"tags": ["a", "b", "c", "d", "e"]},
+    ),
+    Case(
+        "a ListField over its max_length",
+        "alice",
+        "post",
+        "/parity/tags/",
+        "parity.tags",
+        {"tags": ["a", "b", "c", "d", "e", "f"]},
+        body={"tags": ["a", "b", "c", "d", "e", "f"]},
+    ),
+    Case(
+        "a ListField under its min_length",
+        "alice",
+        "post",
+        "/parity/tags/",
+        "parity.tags",
+        {"tags": []},
+        body={"tags": []},
+    ),
+    Case(
+        "staff lend to a member (their serializer)",
+        "staff",
+        "post",
+        "/api/loans/",
+        "library.loans.create",
+        lambda: {"book": book("Cosmos"), "borrower": "alice", "days": 3},
+        body=lambda: {"book": book("Cosmos"), "borrower": "alice", "days": 3},
+        ignore=frozenset({"id"}),
+    ),
+    Case(
+        "a member borrows (the default serializer)",
+        "alice",
+        "post",
+        "/api/loans/",
+        "library.loans.create",
+        lambda: {"book": book("Cosmos")},
+        body=lambda: {"book": book("Cosmos")},
+        ignore=frozenset({"id"}),
+    ),
+    Case(
+        "staff-only fields from get_fields",
+        "staff",
+        "post",
+        "/parity/author-notes/",
+        "parity.author_notes.create",
+        {"name": "Italo Calvino", "born": 1923},
+        body={"name": "Italo Calvino", "born": 1923},
+    ),
+    Case(
+        "a slug lookup", "alice", "get", "/api/authors/carl-sagan/", "library.authors.retrieve", {"slug": "carl-sagan"}
+    ),
+    Case(
+        "a slug that exists nowhere",
+        "alice",
+        "get",
+        "/api/authors/nobody-at-all/",
+        "library.authors.retrieve",
+        {"slug": "nobody-at-all"},
+    ),
+    Case(
+        "a slug lookup that renames the slug",
+        "staff",
+        "patch",
+        "/api/authors/carl-sagan/",
+        "library.authors.partial_update",
+        {"url_slug": "carl-sagan", "slug": "carl-e-sagan"},
+        body={"slug": "carl-e-sagan"},
+    ),
+    Case("a re_path slug", "alice", "get", "/parity/shelves/top-floor/", "parity.shelves", {"shelf": "top-floor"}),
+    Case(
+        "an anonymous writer",
+        "anonymous",
+        "post",
+        "/api/books/",
+        "library.books.create",
+        {"title": "T", "author": 1, "isbn": "1"},
+        body={"title": "T", "author": 1, "isbn": "1"},
+    ),
+    Case(
+        "a member may not write books",
+        "alice",
+        "post",
+        "/api/books/",
+        "library.books.create",
+        {"title": "T", "author": 1, "isbn": "1"},
+        body={"title": "T", "author": 1, "isbn": "1"},
+    ),
 ]
 
 
@@ -197,10 +327,19 @@ def _paths(errors: Any, path: str = "$") -> list[str]:
 
 def test_the_multiple_errors_case_reports_what_only_the_view_knows(people: dict[str, Any], catalog: Any) -> None:
     """The schema alone sees one problem (the genre); the view sees five, and all five are reported."""
-    outcome = mcp(catalog, people["staff"], "library.books.create",
-                  {"title": "", "author": 999999, "isbn": "978-0-345-53943-4", "genre": "poetry", "price": "abc"})
+    outcome = mcp(
+        catalog,
+        people["staff"],
+        "library.books.create",
+        {"title": "", "author": 999999, "isbn": "978-0-345-53943-4", "genre": "poetry", "price": "abc"},
+    )
     assert {problem["path"] for problem in outcome.failure.details} == {
-        "$.title", "$.author", "$.isbn", "$.genre", "$.price"}
+        "$.title",
+        "$.author",
+        "$.isbn",
+        "$.genre",
+        "$.price",
+    }
     assert Book.objects.filter(title="").count() == 0
 
 
@@ -227,7 +366,9 @@ def test_a_member_naming_a_borrower_is_refused_where_http_ignores_it(people: dic
     assert response.status_code == 201 and response.json()["borrower"] == "alice"  # HTTP drops it
     outcome = mcp(catalog, alice, "library.loans.create", {"book": book("Cosmos"), "borrower": "libby"})
     assert outcome.failure.code == "invalid_input"
-    assert outcome.failure.details == [{"path": "$.borrower", "message": "Unexpected argument; allowed here: book, days."}]
+    assert outcome.failure.details == [
+        {"path": "$.borrower", "message": "Unexpected argument; allowed here: book, days."}
+    ]
     assert not Loan.objects.filter(borrower=staff).exists()
 
 
@@ -247,7 +388,9 @@ def test_a_value_that_cannot_be_in_the_url_is_refused_naming_the_argument(people
 def test_a_lookup_clashing_with_a_field_is_named_url_slug(people: dict[str, Any], catalog: Any) -> None:
     properties = thaw(catalog.get("library.authors.partial_update").input_schema)
     assert properties["required"] == ["url_slug"] and {"url_slug", "slug"} <= set(properties["properties"])
-    outcome = mcp(catalog, people["staff"], "library.authors.partial_update", {"url_slug": "carl-sagan", "slug": "sagan"})
+    outcome = mcp(
+        catalog, people["staff"], "library.authors.partial_update", {"url_slug": "carl-sagan", "slug": "sagan"}
+    )
     assert outcome.value["slug"] == "sagan" and Author.objects.filter(slug="sagan", name="Carl Sagan").exists()
 
 
@@ -271,21 +414,37 @@ def test_an_upload_travels_as_base64_and_arrives_as_over_http(people: dict[str, 
     response = http(people["alice"], "post", "/parity/covers/", {"title": "Cosmos", "cover": upload}, fmt="multipart")
     schema = thaw(catalog.get("parity.covers").input_schema)
     assert schema["properties"]["cover"]["required"] == ["filename", "content_base64"]
-    outcome = mcp(catalog, people["alice"], "parity.covers", {
-        "title": "Cosmos", "cover": {"filename": "cover.png", "content_base64": base64.b64encode(PNG_HEAD).decode(),
-                                     "content_type": "image/png"}})
+    outcome = mcp(
+        catalog,
+        people["alice"],
+        "parity.covers",
+        {
+            "title": "Cosmos",
+            "cover": {
+                "filename": "cover.png",
+                "content_base64": base64.b64encode(PNG_HEAD).decode(),
+                "content_type": "image/png",
+            },
+        },
+    )
     assert response.status_code == 201 and outcome.value == response.json()
-    broken = mcp(catalog, people["alice"], "parity.covers", {
-        "title": "Cosmos", "cover": {"filename": "cover.png", "content_base64": "not base64!"}})
+    broken = mcp(
+        catalog,
+        people["alice"],
+        "parity.covers",
+        {"title": "Cosmos", "cover": {"filename": "cover.png", "content_base64": "not base64!"}},
+    )
     assert broken.failure.code == "invalid_input" and broken.failure.details[0]["path"] == "$.cover.content_base64"
-
 
 
 def test_an_upload_cannot_write_the_multipart_headers_or_parts(people: dict[str, Any], catalog: Any) -> None:
     """What the caller sends goes into a multipart body: it can neither break a part's headers nor end a part."""
     cover = {"filename": "cover.png", "content_base64": base64.b64encode(PNG_HEAD).decode()}
-    for hostile in ({"filename": 'x.png"; name="title'}, {"filename": "a\r\nb.png"},
-                    {"content_type": "image/png\r\nContent-Disposition: form-data; name=\"title\""}):
+    for hostile in (
+        {"filename": 'x.png"; name="title'},
+        {"filename": "a\r\nb.png"},
+        {"content_type": 'image/png\r\nContent-Disposition: form-data; name="title"'},
+    ):
         outcome = mcp(catalog, people["alice"], "parity.covers", {"title": "T", "cover": {**cover, **hostile}})
         assert outcome.failure.code == "invalid_input", hostile
         assert outcome.failure.details[0]["path"].startswith("$.cover."), outcome.failure.details
@@ -316,8 +475,9 @@ def test_links_follow_the_base_url_when_there_is_no_host(people: dict[str, Any],
 
     plain = mcp(catalog, people["alice"], "parity.link", {})
     assert plain.value == {"link": "http://localhost/api/books/"}
-    behind_tls = async_to_sync(call_tool)(catalog, principal(people["alice"]), "parity.link", {},
-                                          CallRequest(base_url="https://library.example.org"))
+    behind_tls = async_to_sync(call_tool)(
+        catalog, principal(people["alice"]), "parity.link", {}, CallRequest(base_url="https://library.example.org")
+    )
     assert behind_tls.value == {"link": "https://library.example.org/api/books/"}
 
 

@@ -64,8 +64,10 @@ def author_id(name: str) -> int:
 
 
 def mcp(user: Any, tool: str, arguments: dict[str, Any] | None = None) -> ToolOutcome:
-    principal = principal_for_user(user, SCOPES, "api_key") if user is not None else Principal(
-        user=AnonymousUser(), scopes=SCOPES, method="oauth", client_id="machine"
+    principal = (
+        principal_for_user(user, SCOPES, "api_key")
+        if user is not None
+        else Principal(user=AnonymousUser(), scopes=SCOPES, method="oauth", client_id="machine")
     )
     return async_to_sync(call_tool)(provider.get_sync(), principal, tool, arguments or {})
 
@@ -92,7 +94,10 @@ def test_list_with_search_matches_http(alice: User) -> None:
 
 def test_retrieve_matches_http(alice: User) -> None:
     cosmos = book_id("Cosmos")
-    assert mcp(alice, "library.books.retrieve", {"pk": str(cosmos)}).value == http(alice).get(f"/api/books/{cosmos}/").json()
+    assert (
+        mcp(alice, "library.books.retrieve", {"pk": str(cosmos)}).value
+        == http(alice).get(f"/api/books/{cosmos}/").json()
+    )
     assert failure(mcp(alice, "library.books.retrieve", {"pk": "999999"})) == "not_found"
     assert http(alice).get("/api/books/999999/").status_code == 404
 
@@ -111,7 +116,10 @@ def test_pagination_round_trips_through_the_cursor(alice: User) -> None:
 
 def test_ordering_accepts_only_what_the_view_allows(alice: User) -> None:
     outcome = mcp(alice, "library.books.list", {"ordering": "-isbn"})
-    assert failure(outcome) == "invalid_input" and "Allowed: title, published, price." in outcome.failure.details[0]["message"]
+    assert (
+        failure(outcome) == "invalid_input"
+        and "Allowed: title, published, price." in outcome.failure.details[0]["message"]
+    )
     assert "isbn" not in outcome.failure.details[0]["message"]  # the value is not echoed
 
 
@@ -134,7 +142,10 @@ def test_serializer_validation_becomes_invalid_input_with_paths(librarian: User)
 def test_owner_and_non_owner_see_what_they_see_over_http(alice: User, bob: User) -> None:
     loan = mcp(alice, "library.loans.create", {"book": book_id("Cosmos"), "days": 5}).value
     assert Loan.objects.get(pk=loan["id"]).borrower == alice
-    assert mcp(alice, "library.loans.retrieve", {"pk": str(loan["id"])}).value == http(alice).get(f"/api/loans/{loan['id']}/").json()
+    assert (
+        mcp(alice, "library.loans.retrieve", {"pk": str(loan["id"])}).value
+        == http(alice).get(f"/api/loans/{loan['id']}/").json()
+    )
     # Object-level permission: bob may not see alice's loan, over HTTP or MCP.
     assert http(bob).get(f"/api/loans/{loan['id']}/").status_code == 403
     denied = mcp(bob, "library.loans.retrieve", {"pk": str(loan["id"])})
@@ -208,15 +219,24 @@ def test_view_schemas_come_from_what_the_view_declares() -> None:
     patch_pk = thaw(catalog.get("library.books.partial_update").input_schema)["properties"]["pk"]
     assert [branch["type"] for branch in patch_pk["anyOf"]] == ["integer", "string"]  # the id a list returned
     create = thaw(catalog.get("library.books.create").input_schema)
-    assert create["properties"]["title"] == {"type": "string", "maxLength": 300, "description": "The book's title as printed."}
+    assert create["properties"]["title"] == {
+        "type": "string",
+        "maxLength": 300,
+        "description": "The book's title as printed.",
+    }
     assert create["properties"]["genre"]["enum"] == ["fiction", "science", "history", "children"]
     assert "author_detail" not in create["properties"] and "available" not in create["properties"]
     assert set(create["required"]) == {"title", "author", "isbn"}
     patch = thaw(catalog.get("library.books.partial_update").input_schema)
     assert patch["required"] == ["pk"]
     loans = thaw(catalog.get("library.loans.create").input_schema)["properties"]
-    assert loans["days"] == {"type": "integer", "minimum": 1, "maximum": 30, "default": 14,
-                             "description": "How many days to borrow the book for."}
+    assert loans["days"] == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 30,
+        "default": 14,
+        "description": "How many days to borrow the book for.",
+    }
 
 
 # Plain Django views -----------------------------------------------------------------------------------------------
@@ -267,7 +287,9 @@ def test_json_views_return_data(alice: User) -> None:
         ({"page_size": 1000}, "$.page_size"),
     ],
 )
-def test_hostile_filters_and_ordering_are_refused_naming_what_is_allowed(librarian: User, arguments: dict, path: str) -> None:
+def test_hostile_filters_and_ordering_are_refused_naming_what_is_allowed(
+    librarian: User, arguments: dict, path: str
+) -> None:
     outcome = mcp(librarian, "library.authors.list", arguments)
     assert failure(outcome) == "invalid_input"
     problem = outcome.failure.details[0]
@@ -282,7 +304,9 @@ def test_model_list_filters_orders_and_pages(librarian: User) -> None:
     first = mcp(librarian, "library.authors.list", {"order_by": "-born", "page_size": 2}).value
     names = [row["name"] for row in first["results"]]
     assert names == ["Mary Beard", "Terry Pratchett"]
-    second = mcp(librarian, "library.authors.list", {"order_by": "-born", "page_size": 2, "cursor": first["next_cursor"]}).value
+    second = mcp(
+        librarian, "library.authors.list", {"order_by": "-born", "page_size": 2, "cursor": first["next_cursor"]}
+    ).value
     assert [row["name"] for row in second["results"]] == ["Carl Sagan", "Ursula K. Le Guin"]
     mismatched = mcp(librarian, "library.authors.list", {"order_by": "name", "cursor": first["next_cursor"]})
     assert failure(mismatched) == "invalid_input"
@@ -295,7 +319,9 @@ def test_model_tools_follow_model_permissions(alice: User, librarian: User) -> N
         mcp(alice, "library.authors.list")
     alice.user_permissions.add(Permission.objects.get(codename="view_author"))
     alice = User.objects.get(pk=alice.pk)
-    assert mcp(alice, "library.authors.get", {"id": author_id("Ursula K. Le Guin")}).value["name"] == "Ursula K. Le Guin"
+    assert (
+        mcp(alice, "library.authors.get", {"id": author_id("Ursula K. Le Guin")}).value["name"] == "Ursula K. Le Guin"
+    )
     with pytest.raises(UnknownTool):
         mcp(alice, "library.authors.create", {"name": "Someone"})
 
@@ -319,7 +345,11 @@ def test_a_token_granted_reading_cannot_write_authors(librarian: User) -> None:
 def test_model_tools_scopes_for_reading_and_writing(registry: CapabilityRegistry) -> None:
     split = ModelTools(Author, actions=list(MODEL_ACTIONS), read_scopes=["r"], write_scopes=["w"], registry=registry)
     assert {c.name.rsplit(".", 1)[1]: set(c.scopes) for c in split.capabilities} == {
-        "list": {"r"}, "get": {"r"}, "create": {"w"}, "update": {"w"}, "delete": {"w"}
+        "list": {"r"},
+        "get": {"r"},
+        "create": {"w"},
+        "update": {"w"},
+        "delete": {"w"},
     }
     every = ModelTools(Author, actions=list(MODEL_ACTIONS), scopes=["s"], prefix="all", registry=registry)
     assert {frozenset(c.scopes) for c in every.capabilities} == {frozenset({"s"})}
@@ -355,21 +385,27 @@ def test_model_deletes_need_confirmation(librarian: User) -> None:
 def test_django_filter_parameters_filter_as_over_http(alice: User) -> None:
     over_http = http(alice).get("/api/books/", {"genre": "science", "ordering": "title"}).json()
     over_mcp = mcp(alice, "library.books.list", {"genre": "science", "ordering": "title"}).value
-    assert [book["title"] for book in over_mcp["results"]] == [book["title"] for book in over_http["results"]] == [
-        "Cosmos", "Pale Blue Dot", "Silent Spring"
-    ]
+    assert (
+        [book["title"] for book in over_mcp["results"]]
+        == [book["title"] for book in over_http["results"]]
+        == ["Cosmos", "Pale Blue Dot", "Silent Spring"]
+    )
     bad = mcp(alice, "library.books.list", {"genre": "poetry"})
     assert failure(bad) == "invalid_input" and bad.failure.details[0]["path"] == "$.genre"
 
 
 # Bounded strings ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("tool", "arguments", "path"), [
-    ("library.authors.list", {"filters": {"name__icontains": "x" * 60_000}}, "$.filters.name__icontains"),
-    ("library.books.list", {"search": "x" * 60_000}, "$.search"),
-    ("library.catalogue_page", {"q": "x" * 60_000}, "$.q"),
-    ("library.search_books", {"query": "x" * 60_000}, "$.query"),
-])
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "path"),
+    [
+        ("library.authors.list", {"filters": {"name__icontains": "x" * 60_000}}, "$.filters.name__icontains"),
+        ("library.books.list", {"search": "x" * 60_000}, "$.search"),
+        ("library.catalogue_page", {"q": "x" * 60_000}, "$.q"),
+        ("library.search_books", {"query": "x" * 60_000}, "$.query"),
+    ],
+)
 def test_a_long_search_string_never_reaches_the_database(
     alice: User, caplog: pytest.LogCaptureFixture, tool: str, arguments: dict[str, Any], path: str
 ) -> None:

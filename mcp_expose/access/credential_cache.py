@@ -50,14 +50,18 @@ def bump_credentials_revision() -> None:
     try:
         move_stamp(CREDENTIALS_KEY)
     except Exception:  # noqa: BLE001
-        logger.exception("Could not move the credentials stamp: other processes may trust a changed credential "
-                         "for up to CREDENTIAL_CACHE_SECONDS")
+        logger.exception(
+            "Could not move the credentials stamp: other processes may trust a changed credential "
+            "for up to CREDENTIAL_CACHE_SECONDS"
+        )
 
 
 class CredentialCache:
     def __init__(self, limit: int = MAX_ENTRIES) -> None:
         self.limit = limit
-        self._entries: OrderedDict[tuple[str, str | None], tuple[Principal, str, float, datetime | None]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str | None], tuple[Principal, str, float, datetime | None]] = (
+            OrderedDict()
+        )
         self._lock = threading.Lock()
 
     @staticmethod

@@ -25,12 +25,10 @@ from mcp_expose.core.principal import Principal, anonymous_principal, principal_
 logger = logging.getLogger("mcp_expose.auth")
 
 
-
-
-
-
 def authenticate(
-    headers: Mapping[str, str], query: Iterable[tuple[str, str]] = (), resource: str | None = None,
+    headers: Mapping[str, str],
+    query: Iterable[tuple[str, str]] = (),
+    resource: str | None = None,
     credentials_stamp: str | None = None,
 ) -> Principal | AuthFailure:
     """The caller behind `headers` (lower-cased names). Sync: touches the database.

@@ -21,7 +21,9 @@ INVALID_TOKEN = AuthFailure("invalid_token", "The credentials are invalid, expir
 
 
 # Another scheme (Basic, ...) is no Bearer credential at all: a plain challenge, as with none (RFC 6750 §3.1).
-WRONG_SCHEME = AuthFailure(None, "Use the Bearer authorization scheme: 'Authorization: Bearer <API key or access token>'.")
+WRONG_SCHEME = AuthFailure(
+    None, "Use the Bearer authorization scheme: 'Authorization: Bearer <API key or access token>'."
+)
 
 
 # Refused whatever else the request carries (RFC 6750 §2.3 allows the query parameter; the MCP spec does not).

@@ -66,4 +66,3 @@ def authenticate_access_token(token: str, resource: str) -> Principal | AuthFail
         logger.info("Refused %s: its user is inactive", reference)
         return INVALID_TOKEN
     return principal_for_user(user, expand_scopes(granted), "oauth", **extra)
-

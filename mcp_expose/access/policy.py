@@ -32,9 +32,7 @@ def decide(principal: Principal, entry: ToolEntry) -> Decision:
     if entry.allowed_clients and principal.method != "local" and principal.client_id not in entry.allowed_clients:
         return Decision(False, "client not allowed")
     if not principal.has_perms(entry.permissions):
-        return Decision(
-            False, "missing permission", missing_permissions=entry.permissions - principal.permissions
-        )
+        return Decision(False, "missing permission", missing_permissions=entry.permissions - principal.permissions)
     return ALLOWED
 
 

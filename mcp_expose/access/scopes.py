@@ -18,4 +18,3 @@ def expand_scopes(granted: Iterable[str], hierarchy: Mapping[str, Iterable[str]]
             expanded.add(scope)
             pending.extend(hierarchy.get(scope, ()))
     return frozenset(expanded)
-

@@ -30,8 +30,17 @@ class ApiKeyAdmin(admin.ModelAdmin):
             # Only a superuser may create a key that acts as someone else.
             owner = ["user"] if request.user.is_superuser else []
             return ["name", *owner, "scopes", "expires_at"]
-        return ["name", "user", "prefix", "scopes", "expires_at", "revoked_at", "revoked_reason", "last_used_at",
-                "created_at"]
+        return [
+            "name",
+            "user",
+            "prefix",
+            "scopes",
+            "expires_at",
+            "revoked_at",
+            "revoked_reason",
+            "last_used_at",
+            "created_at",
+        ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         # A key's owner never changes: moving a key would hand its holder another user's rights.

@@ -52,8 +52,16 @@ def _confirmation_words(required: bool, channel: str) -> str:
 @admin.register(ExposedTool)
 class ExposedToolAdmin(admin.ModelAdmin):
     list_display = [
-        "tool_name", "enabled", "kind", "key", "scopes_display", "confirmation_display", "rate_display", "calls_24h",
-        "stale_marker", "updated_at",
+        "tool_name",
+        "enabled",
+        "kind",
+        "key",
+        "scopes_display",
+        "confirmation_display",
+        "rate_display",
+        "calls_24h",
+        "stale_marker",
+        "updated_at",
     ]
     change_form_template = "admin/mcp_expose/exposedtool/change_form.html"
     change_list_template = "admin/mcp_expose/exposedtool/change_list.html"
@@ -85,15 +93,26 @@ class ExposedToolAdmin(admin.ModelAdmin):
         (
             _("Safety"),
             {
-                "fields": ["requires_confirmation", "confirmation_channel", "rate_limit", "timeout", "max_result_bytes",
-                           "log_argument_values"],
+                "fields": [
+                    "requires_confirmation",
+                    "confirmation_channel",
+                    "rate_limit",
+                    "timeout",
+                    "max_result_bytes",
+                    "log_argument_values",
+                ],
             },
         ),
         (
             _("Hints to clients"),
             {
-                "fields": ["effective_annotations", "read_only_hint", "destructive_hint", "idempotent_hint",
-                           "open_world_hint"],
+                "fields": [
+                    "effective_annotations",
+                    "read_only_hint",
+                    "destructive_hint",
+                    "idempotent_hint",
+                    "open_world_hint",
+                ],
                 "description": _("Annotations tell clients how careful to be. Blank keeps what the code declared."),
             },
         ),
@@ -161,8 +180,13 @@ class ExposedToolAdmin(admin.ModelAdmin):
             return format_html('<span class="errornote">{}</span>', str(exc))
         return format_html(
             "<ul class='mcp-lint'><li>{}: {}</li><li>{}: {}</li><li>{}: {} bytes, about {} tokens</li>{}</ul>",
-            _("name length"), lint.name_length, _("description length"), lint.description_length,
-            _("definition size"), lint.schema_bytes, lint.estimated_tokens,
+            _("name length"),
+            lint.name_length,
+            _("description length"),
+            lint.description_length,
+            _("definition size"),
+            lint.schema_bytes,
+            lint.estimated_tokens,
             format_html_join("", "<li class='errornote'>{}</li>", ((problem.message,) for problem in lint.problems)),
         )
 
@@ -280,15 +304,3 @@ class ExposedToolAdmin(admin.ModelAdmin):
     @admin.action(description=_("Disable selected tools"), permissions=["change"])
     def disable_selected(self, request: HttpRequest, queryset: QuerySet[ExposedTool]) -> None:
         self._set_enabled(request, queryset, False)
-
-
-
-
-
-
-
-
-
-
-
-

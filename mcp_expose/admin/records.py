@@ -28,8 +28,17 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(ToolCall)
 class ToolCallAdmin(ReadOnlyAdmin):
-    list_display = ["created_at", "tool_name", "username", "auth_method", "client_id", "outcome", "duration_ms",
-                    "depth", "protocol_version"]
+    list_display = [
+        "created_at",
+        "tool_name",
+        "username",
+        "auth_method",
+        "client_id",
+        "outcome",
+        "duration_ms",
+        "depth",
+        "protocol_version",
+    ]
     list_filter = ["outcome", "tool_name", "auth_method", "protocol_version", "created_at", "client_id", "username"]
     search_fields = ["tool_name", "username", "client_id", "api_key_prefix", "conversation_id", "incident"]
     date_hierarchy = "created_at"
@@ -51,20 +60,33 @@ class ToolCallAdmin(ReadOnlyAdmin):
         hourly = hourly_calls()
         for window in report["windows"].values():
             for stat in window["tools"]:
-                stat["error_meter"] = meter(stat["error_rate"], label=f"{stat['tool']}: error rate {stat['error_rate']:.0%}")
+                stat["error_meter"] = meter(
+                    stat["error_rate"], label=f"{stat['tool']}: error rate {stat['error_rate']:.0%}"
+                )
                 stat["denial_meter"] = meter(
                     stat["denial_rate"], label=f"{stat['tool']}: denial rate {stat['denial_rate']:.0%}", color="#b8860b"
                 )
         peak_p95 = max((stat["p95_ms"] for stat in report["windows"]["day"]["tools"]), default=0) or 1
         for stat in report["windows"]["day"]["tools"]:
-            stat["latency_meter"] = meter(stat["p95_ms"] / peak_p95, label=f"{stat['tool']}: p95 {stat['p95_ms']} ms",
-                                          color="#417690")
+            stat["latency_meter"] = meter(
+                stat["p95_ms"] / peak_p95, label=f"{stat['tool']}: p95 {stat['p95_ms']} ms", color="#417690"
+            )
         series = [
-            {"tool": tool, "total": sum(counts), "chart": bar_chart(counts, label=f"{tool}: calls per hour, last 24 hours")}
+            {
+                "tool": tool,
+                "total": sum(counts),
+                "chart": bar_chart(counts, label=f"{tool}: calls per hour, last 24 hours"),
+            }
             for tool, counts in sorted(hourly.items(), key=lambda item: -sum(item[1]))
         ]
-        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": _("Tool usage"),
-                   "report": report, "series": series, "unwritten": usage_writer.status()}
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": _("Tool usage"),
+            "report": report,
+            "series": series,
+            "unwritten": usage_writer.status(),
+        }
         return TemplateResponse(request, "admin/mcp_expose/toolcall/summary.html", context)
 
 

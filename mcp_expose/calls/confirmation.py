@@ -157,15 +157,23 @@ def continue_confirmed(entry: ToolEntry, principal: Principal, arguments: Mappin
 
 
 def _question(
-    entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], confirmation_id: uuid.UUID, status: str,
+    entry: ToolEntry,
+    principal: Principal,
+    arguments: Mapping[str, Any],
+    confirmation_id: uuid.UUID,
+    status: str,
     channels: list[str],
 ) -> Any:
     """The question about exactly this call, by this caller, asked on one of `channels`, in `status`."""
     from mcp_expose.models import Confirmation
 
     return Confirmation.objects.filter(
-        pk=confirmation_id, channel__in=channels, status=status, user=_user(principal),
-        tool_key=entry.key, arguments_digest=arguments_digest(arguments),
+        pk=confirmation_id,
+        channel__in=channels,
+        status=status,
+        user=_user(principal),
+        tool_key=entry.key,
+        arguments_digest=arguments_digest(arguments),
     )
 
 
@@ -177,9 +185,7 @@ def _confirmation_id(state: str, key: str) -> uuid.UUID:
 
 
 @tidies_connections
-def check_approval_page(
-    entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], base_url: str
-) -> str:
+def check_approval_page(entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], base_url: str) -> str:
     """Return the approval's id when a person approved this exact call on the approval page (using it up).
 
     Otherwise raise `ConfirmationRequired` with the page's address, or
@@ -193,7 +199,10 @@ def check_approval_page(
     open_states = [Confirmation.Status.PENDING, Confirmation.Status.APPROVED, Confirmation.Status.DECLINED]
     confirmation = (
         Confirmation.objects.filter(
-            channel=Confirmation.Channel.APPROVAL_PAGE, user=user, tool_key=entry.key, arguments_digest=digest,
+            channel=Confirmation.Channel.APPROVAL_PAGE,
+            user=user,
+            tool_key=entry.key,
+            arguments_digest=digest,
             status__in=open_states,
         )
         .order_by("-created_at")

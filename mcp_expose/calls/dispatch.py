@@ -42,10 +42,19 @@ logger = logging.getLogger("mcp_expose.dispatch")
 
 INTERNAL_MESSAGE = "The tool failed unexpectedly. Quote the incident id when reporting this."
 # Outcome codes a usage row keeps; anticipated errors of other codes are recorded as "tool_error".
-RECORDED_CODES = frozenset({
-    "invalid_input", "permission_denied", "not_found", "conflict", "rate_limited", "timeout",
-    "confirmation_required", "input_required", "internal",
-})
+RECORDED_CODES = frozenset(
+    {
+        "invalid_input",
+        "permission_denied",
+        "not_found",
+        "conflict",
+        "rate_limited",
+        "timeout",
+        "confirmation_required",
+        "input_required",
+        "internal",
+    }
+)
 # Raised through the dispatcher to the transport, which answers them in protocol terms.
 CLIENT_QUESTIONS = (InputRequired, MissingClientCapability)
 
@@ -201,18 +210,28 @@ async def call_tool(
 def _describe_outcome(record: usage.CallRecord, outcome: ToolOutcome) -> None:
     if outcome.input_required is not None:
         asked = outcome.input_required.questions
-        record.outcome = "confirmation_required" if confirmation.CONFIRM_FIELD in asked and \
-            outcome.entry.requires_confirmation else "input_required"
+        record.outcome = (
+            "confirmation_required"
+            if confirmation.CONFIRM_FIELD in asked and outcome.entry.requires_confirmation
+            else "input_required"
+        )
     elif outcome.failure is not None:
         code = outcome.failure.code
         record.error_code = code
         record.incident = outcome.failure.incident or ""
-        record.outcome = "declined" if code == "confirmation_declined" else code if code in RECORDED_CODES else "tool_error"
+        record.outcome = (
+            "declined" if code == "confirmation_declined" else code if code in RECORDED_CODES else "tool_error"
+        )
     else:
         record.outcome = "ok"
         value = outcome.value
-        record.result_bytes = value.size if isinstance(value, ContentBundle) else \
-            len(outcome.text.encode()) if outcome.text is not None else json_size(value)
+        record.result_bytes = (
+            value.size
+            if isinstance(value, ContentBundle)
+            else len(outcome.text.encode())
+            if outcome.text is not None
+            else json_size(value)
+        )
 
 
 _hit_in_thread = sync_to_async(ratelimit.hit, thread_sensitive=False)
@@ -225,12 +244,12 @@ async def _run(
         await claim_round(request)
         # A later round is the same call continued (each round answerable once), counted in its first round.
         if entry.rate_limit is not None and request.request_state is None:
-            decision = await _hit_in_thread(
-                entry.key, caller_identity(principal), entry.rate_limit
-            )
+            decision = await _hit_in_thread(entry.key, caller_identity(principal), entry.rate_limit)
             if not decision.allowed:
                 return _refused(
-                    entry, "rate_limited", f"Too many calls. Try again in {decision.retry_after} seconds.",
+                    entry,
+                    "rate_limited",
+                    f"Too many calls. Try again in {decision.retry_after} seconds.",
                     {"retry_after": decision.retry_after},
                 )
         validated = await validate(entry, principal, arguments, request)
@@ -244,7 +263,9 @@ async def _run(
         text = compact_json(value)  # made once: its size decides truncation, and it is the text block of an object
         if len(text.encode()) <= entry.max_result_bytes:
             return ToolOutcome(entry, value=value, text=text)
-        return ToolOutcome(entry, value=truncate(value, entry.max_result_bytes, has_output_schema=entry.output_schema is not None))
+        return ToolOutcome(
+            entry, value=truncate(value, entry.max_result_bytes, has_output_schema=entry.output_schema is not None)
+        )
     except ToolTimeout as exc:
         return _refused(entry, "timeout", exc.message, {"timeout_seconds": exc.seconds})
     except ResultTooLarge as exc:
@@ -284,9 +305,7 @@ async def claim_round(request: CallRequest) -> None:
             raise StaleConfirmation("this round was already answered")
 
 
-async def _confirm(
-    entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest
-) -> None:
+async def _confirm(entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest) -> None:
     """Return to run now; raise `InputRequired` for the form, or a ToolError (required, declined).
 
     A tool confirmed on the approval page only never reads the client's answers: an elicitation
@@ -310,7 +329,11 @@ async def _confirm(
         raise await sync_to_async(confirmation.ask_in_client, thread_sensitive=False)(entry, principal, arguments)
     assert request.request_state is not None  # the state names the question answered
     ran = await sync_to_async(confirmation.answer_from_client, thread_sensitive=False)(
-        entry, principal, arguments, request.request_state, _accepted(client.answers.pop(confirmation.CONFIRM_FIELD, None))
+        entry,
+        principal,
+        arguments,
+        request.request_state,
+        _accepted(client.answers.pop(confirmation.CONFIRM_FIELD, None)),
     )
     if not ran:
         raise confirmation.ConfirmationDeclined("The user declined the call.")
@@ -345,8 +368,12 @@ def _anticipated(entry: ToolEntry, exc: ToolError) -> ToolFailure:
     try:
         details = to_json_value(exc.details)  # as a result is: the same JSON whoever renders it
     except ProjectionError as problem:
-        logger.warning("%s %s gave error details with no JSON form (%s): sent without them",
-                       entry.kind.capitalize(), entry.name, problem)
+        logger.warning(
+            "%s %s gave error details with no JSON form (%s): sent without them",
+            entry.kind.capitalize(),
+            entry.name,
+            problem,
+        )
         details = None
     return ToolFailure(code=exc.code, message=exc.message, details=details)
 
@@ -360,8 +387,10 @@ def _unavailable(entry: ToolEntry, exc: BaseException) -> ToolFailure:
         outage.refused(f"{entry.kind} {entry.name}", exc)
         message = f"The database is busy or unreachable; retry after {retry_after} s."
     else:
-        message = (f"The shared cache this tool needs (for its rate limit, or to answer a round once) is "
-                   f"unreachable; retry after {retry_after} s.")
+        message = (
+            f"The shared cache this tool needs (for its rate limit, or to answer a round once) is "
+            f"unreachable; retry after {retry_after} s."
+        )
     error = Unavailable(message, retry_after=retry_after)
     return ToolFailure(code=error.code, message=error.message, details=error.details)
 

@@ -121,9 +121,7 @@ def _call_target(entry: ToolEntry, arguments: Mapping[str, Any], context: Invoca
 
 
 @tidies_connections
-def _call_sync(
-    entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext, state: Abandonment
-) -> Any:
+def _call_sync(entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext, state: Abandonment) -> Any:
     with connection.execute_wrapper(_refuse_when_abandoned(state)):
         # Whether it writes is the code's declaration: an admin's hint for clients must not drop the transaction.
         if entry.capability.annotations.read_only:

@@ -67,8 +67,13 @@ async def _execute(entry: ToolEntry, values: Mapping[str, Any], principal: Princ
             entry.key, caller_identity(principal), entry.rate_limit
         )
         if not decision.allowed:
-            raise ReadFailed(ToolFailure("rate_limited", f"Too many reads. Try again in {decision.retry_after} seconds.",
-                                         {"retry_after": decision.retry_after}))
+            raise ReadFailed(
+                ToolFailure(
+                    "rate_limited",
+                    f"Too many reads. Try again in {decision.retry_after} seconds.",
+                    {"retry_after": decision.retry_after},
+                )
+            )
     try:
         return await invoke(entry, values, invocation_context(entry, principal, request))
     except ToolTimeout as exc:
@@ -92,7 +97,10 @@ async def read_resource(
 
 
 async def get_prompt(
-    catalog: Catalog, principal: Principal, name: str, arguments: Mapping[str, str] | None,
+    catalog: Catalog,
+    principal: Principal,
+    name: str,
+    arguments: Mapping[str, str] | None,
     request: CallRequest | None = None,
 ) -> tuple[ToolEntry, list[Message]]:
     entry = catalog.get_prompt(name)
@@ -150,8 +158,11 @@ async def complete(
     if source is None:
         return [], 0
     if callable(source):
-        found = await source(prefix) if inspect.iscoroutinefunction(source) else \
-            await sync_to_async(source, thread_sensitive=False)(prefix)
+        found = (
+            await source(prefix)
+            if inspect.iscoroutinefunction(source)
+            else await sync_to_async(source, thread_sensitive=False)(prefix)
+        )
         candidates = [str(value) for value in found]
     else:
         folded = prefix.casefold()

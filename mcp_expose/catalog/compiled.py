@@ -36,8 +36,6 @@ from mcp_expose.declare.uri_templates import is_template, match
 logger = logging.getLogger("mcp_expose.catalog")
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class ToolEntry:
     """One tool as it is served: the capability with the row's decisions applied."""
@@ -180,7 +178,8 @@ def compile_catalog(
             timeout=_smallest(capability.timeout, row.timeout if row is not None else None, defaults.TOOL_TIMEOUT),
             max_result_bytes=int(
                 _smallest(
-                    capability.max_result_bytes, row.max_result_bytes if row is not None else None,
+                    capability.max_result_bytes,
+                    row.max_result_bytes if row is not None else None,
                     defaults.MAX_RESULT_BYTES,
                 )
             ),
@@ -194,8 +193,12 @@ def compile_catalog(
         else:
             prompts.append(entry)
     return Catalog(
-        revision=revision, tools=tuple(tools), by_name=MappingProxyType(by_name), problems=tuple(problems),
-        resources=tuple(resources), prompts=tuple(prompts),
+        revision=revision,
+        tools=tuple(tools),
+        by_name=MappingProxyType(by_name),
+        problems=tuple(problems),
+        resources=tuple(resources),
+        prompts=tuple(prompts),
     )
 
 
@@ -276,10 +279,7 @@ class CatalogProvider:
         allowed: dict[int, set[str]] = {}
         for tool_id, client_id in through.objects.values_list("exposedtool_id", "application__client_id"):
             allowed.setdefault(tool_id, set()).add(client_id)
-        return {
-            row.key: row.exposure_state(frozenset(allowed.get(row.pk, ())))
-            for row in ExposedTool.objects.all()
-        }
+        return {row.key: row.exposure_state(frozenset(allowed.get(row.pk, ()))) for row in ExposedTool.objects.all()}
 
 
 provider = CatalogProvider()

@@ -218,6 +218,7 @@ class StampCopies:
     @staticmethod
     def _from_database(keys: set[str]) -> dict[str, str]:
         from mcp_expose.core.db import close_stale_connections
+
         RevisionStamp = stamp_model()
 
         close_stale_connections()

@@ -25,9 +25,22 @@ from functools import lru_cache
 from django.core.cache.backends.filebased import FileBasedCache
 
 # Filesystems where a path names the new file as soon as another process has replaced the old one.
-LOCAL_FILESYSTEMS = frozenset({
-    "ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "overlay", "zfs", "f2fs", "bcachefs", "jfs",
-})
+LOCAL_FILESYSTEMS = frozenset(
+    {
+        "ext2",
+        "ext3",
+        "ext4",
+        "xfs",
+        "btrfs",
+        "tmpfs",
+        "ramfs",
+        "overlay",
+        "zfs",
+        "f2fs",
+        "bcachefs",
+        "jfs",
+    }
+)
 MOUNTINFO = "/proc/self/mountinfo"
 
 

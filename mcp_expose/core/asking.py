@@ -83,7 +83,9 @@ class Sample:
         turns: list[tuple[Role, str]] = [("user", self.prompt)] if isinstance(self.prompt, str) else list(self.prompt)
         messages = [types.SamplingMessage(role=role, content=types.TextContent(text=text)) for role, text in turns]
         params = types.CreateMessageRequestParams(
-            messages=messages, max_tokens=self.max_tokens, system_prompt=self.system_prompt,
+            messages=messages,
+            max_tokens=self.max_tokens,
+            system_prompt=self.system_prompt,
             temperature=self.temperature,
         )
         return types.CreateMessageRequest(params=params)
@@ -167,23 +169,38 @@ class ClientInput:
 
     @classmethod
     def for_round(
-        cls, capabilities: types.ClientCapabilities | None, state: str | None, responses: Mapping[str, Any] | None,
-        *, rounds: bool, back_channel: BackChannel | None = None,
+        cls,
+        capabilities: types.ClientCapabilities | None,
+        state: str | None,
+        responses: Mapping[str, Any] | None,
+        *,
+        rounds: bool,
+        back_channel: BackChannel | None = None,
     ) -> ClientInput:
         """Merge the answers carried in the (already unsealed) state with this round's responses."""
         carried = read_state(state)
-        answers = {key: dict(given) for key, given in (carried.pop(ANSWERS_KEY, None) or {}).items()
-                   if isinstance(given, dict)}
+        answers = {
+            key: dict(given) for key, given in (carried.pop(ANSWERS_KEY, None) or {}).items() if isinstance(given, dict)
+        }
         asked = carried.pop(ASKED_KEY, None) or {}
         round_id = carried.pop(ROUND_KEY, None)
         for key, response in (responses or {}).items():
-            answer = response.model_dump(mode="json", by_alias=True, exclude_none=True) \
-                if isinstance(response, BaseModel) else response
+            answer = (
+                response.model_dump(mode="json", by_alias=True, exclude_none=True)
+                if isinstance(response, BaseModel)
+                else response
+            )
             # An answer to what the last round asked is tied to that question; one the client offered
             # unasked (allowed, e.g. on a first call) fits whichever question takes that key first.
             answers.setdefault(key, {})[asked.get(key, UNASKED)] = answer
-        return cls(capabilities=capabilities, rounds=rounds, back_channel=back_channel, answers=answers,
-                   carried=carried, round_id=round_id if isinstance(round_id, str) else None)
+        return cls(
+            capabilities=capabilities,
+            rounds=rounds,
+            back_channel=back_channel,
+            answers=answers,
+            carried=carried,
+            round_id=round_id if isinstance(round_id, str) else None,
+        )
 
     def missing_capabilities(self, questions: Mapping[str, Question]) -> list[str]:
         declared = self.capabilities
@@ -258,9 +275,7 @@ def question_digest(question: Question) -> str:
     return hashlib.sha256(json.dumps(wire, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
 
 
-def next_round_state(
-    questions: Mapping[str, Question], answers: Mapping[str, Any], carried: Mapping[str, Any]
-) -> str:
+def next_round_state(questions: Mapping[str, Question], answers: Mapping[str, Any], carried: Mapping[str, Any]) -> str:
     """The state for the round that asks `questions`: answers so far, what is asked, a fresh round id."""
     asked = {key: question_digest(question) for key, question in questions.items()}
     return write_state({**carried, ANSWERS_KEY: dict(answers), ASKED_KEY: asked, ROUND_KEY: uuid.uuid4().hex})
@@ -276,8 +291,15 @@ def claim_round(round_id: str) -> bool:
     from mcp_expose.core.shared_cache import guarded
 
     cache = process_cache()
-    return bool(guarded("answering a later round of a question", cache.add, f"mcp_expose:round:{round_id}", 1,
-                        get_settings().CONFIRMATION_TTL + 60))
+    return bool(
+        guarded(
+            "answering a later round of a question",
+            cache.add,
+            f"mcp_expose:round:{round_id}",
+            1,
+            get_settings().CONFIRMATION_TTL + 60,
+        )
+    )
 
 
 def read_state(state: str | None) -> dict[str, Any]:

@@ -33,10 +33,26 @@ from mcp_expose.declare.schema import LazySignature, generated_signature
 
 ACTIONS = ("list", "get", "create", "update", "delete")
 READ_ACTIONS = frozenset({"list", "get"})
-SAFE_LOOKUPS = frozenset({
-    "exact", "iexact", "contains", "icontains", "startswith", "istartswith", "endswith", "iendswith",
-    "gt", "gte", "lt", "lte", "in", "isnull", "date", "year",
-})
+SAFE_LOOKUPS = frozenset(
+    {
+        "exact",
+        "iexact",
+        "contains",
+        "icontains",
+        "startswith",
+        "istartswith",
+        "endswith",
+        "iendswith",
+        "gt",
+        "gte",
+        "lt",
+        "lte",
+        "in",
+        "isnull",
+        "date",
+        "year",
+    }
+)
 PERMISSION_FOR = {"list": "view", "get": "view", "create": "add", "update": "change", "delete": "delete"}
 
 
@@ -94,8 +110,11 @@ class ModelTools:
         target_registry = registry if registry is not None else default_registry
         delete_confirmation = confirmation_fields(confirm_deletes, self.origin)
         self.capabilities = [
-            target_registry.register(self._capability(action, f"{prefix}.{action}", scopes_for[action],
-                                                      delete_confirmation, enabled, rate_limit))
+            target_registry.register(
+                self._capability(
+                    action, f"{prefix}.{action}", scopes_for[action], delete_confirmation, enabled, rate_limit
+                )
+            )
             for action in self.actions
         ]
 
@@ -106,7 +125,9 @@ class ModelTools:
             self._model_field(path)
             bad = sorted(set(lookups) - SAFE_LOOKUPS)
             if bad:
-                raise DeclarationError(f"{self.origin}: lookups {bad} on {path!r} are not allowed; use {sorted(SAFE_LOOKUPS)}.")
+                raise DeclarationError(
+                    f"{self.origin}: lookups {bad} on {path!r} are not allowed; use {sorted(SAFE_LOOKUPS)}."
+                )
         for name in self.ordering:
             self._model_field(name)
 
@@ -135,7 +156,9 @@ class ModelTools:
             try:
                 field = model._meta.get_field(part)
             except (FieldDoesNotExist, AttributeError):
-                raise DeclarationError(f"{self.origin}: {path!r} is not a field path of {self.model._meta.label}.") from None
+                raise DeclarationError(
+                    f"{self.origin}: {path!r} is not a field path of {self.model._meta.label}."
+                ) from None
             model = field.related_model
         return field
 
@@ -145,8 +168,15 @@ class ModelTools:
         meta = type("Meta", (), {"model": self.model, "fields": self.fields, "read_only_fields": self.read_only_fields})
         return type(f"{self.model.__name__}ToolSerializer", (serializers.ModelSerializer,), {"Meta": meta})
 
-    def _capability(self, action: str, key: str, scopes: frozenset[str], delete_confirmation: dict[str, Any],
-                    enabled: bool, rate_limit: str) -> Capability:
+    def _capability(
+        self,
+        action: str,
+        key: str,
+        scopes: frozenset[str],
+        delete_confirmation: dict[str, Any],
+        enabled: bool,
+        rate_limit: str,
+    ) -> Capability:
         meta = self.model._meta
         read_only = action in READ_ACTIONS
         annotations = Annotations(
@@ -177,7 +207,7 @@ class ModelTools:
         plural, singular = meta.verbose_name_plural, meta.verbose_name
         return {
             "list": f"List {plural}, filtered and ordered by the allowed fields, {self.page_size} per page "
-                    f"(at most {self.max_page_size}).",
+            f"(at most {self.max_page_size}).",
             "get": f"Get one {singular} by its id.",
             "create": f"Create one {singular}.",
             "update": f"Change some fields of one {singular}.",
@@ -227,11 +257,16 @@ class ModelTools:
                 "type": "object",
                 "properties": filter_properties,
                 "additionalProperties": False,
-                "description": "Only these field lookups may be used: " + (", ".join(filter_properties) or "none") + ".",
+                "description": "Only these field lookups may be used: "
+                + (", ".join(filter_properties) or "none")
+                + ".",
             },
             "page_size": {"type": "integer", "minimum": 1, "maximum": self.max_page_size, "default": self.page_size},
-            "cursor": {"type": "string", "maxLength": CURSOR_MAX_LENGTH,
-                       "description": "The next_cursor of a previous result, to get the next page."},
+            "cursor": {
+                "type": "string",
+                "maxLength": CURSOR_MAX_LENGTH,
+                "description": "The next_cursor of a previous result, to get the next page.",
+            },
         }
         if self.ordering:
             properties["order_by"] = {"enum": [value for name in self.ordering for value in (name, f"-{name}")]}
@@ -248,13 +283,20 @@ class ModelTools:
         if arguments.get("cursor"):
             position = read_cursor(arguments["cursor"], scope)
             if not isinstance(position, dict) or position.get("d") != digest:
-                raise InvalidInput("The cursor belongs to a different query.",
-                                   details=[{"path": "$.cursor", "message": "Use the same filters and order_by as the call that returned it."}])
+                raise InvalidInput(
+                    "The cursor belongs to a different query.",
+                    details=[
+                        {
+                            "path": "$.cursor",
+                            "message": "Use the same filters and order_by as the call that returned it.",
+                        }
+                    ],
+                )
             offset = int(position.get("o", 0))
         size = min(int(arguments.get("page_size") or self.page_size), self.max_page_size)
         ordering = ([order_by] if order_by else list(self.model._meta.ordering or [])) + ["pk"]
         queryset = self.model._default_manager.filter(**filters).order_by(*ordering)
-        rows = list(queryset[offset: offset + size + 1])
+        rows = list(queryset[offset : offset + size + 1])
         more = len(rows) > size
         return {
             "results": self.serializer_class(rows[:size], many=True).data,

@@ -49,8 +49,9 @@ class PromptState:
 
     @classmethod
     def from_row(cls, row: Any) -> PromptState:
-        return cls(row.pk, row.name, row.title, row.description, tuple(row.arguments), row.template,
-                   split_scopes(row.scopes))
+        return cls(
+            row.pk, row.name, row.title, row.description, tuple(row.arguments), row.template, split_scopes(row.scopes)
+        )
 
 
 def _render(template: str, arguments: Mapping[str, Any], context: Any) -> str:
@@ -59,7 +60,10 @@ def _render(template: str, arguments: Mapping[str, Any], context: Any) -> str:
 
 def capability_for(state: PromptState) -> Capability:
     properties = {
-        str(argument["name"]): {"type": "string", **({"description": argument["description"]} if argument.get("description") else {})}
+        str(argument["name"]): {
+            "type": "string",
+            **({"description": argument["description"]} if argument.get("description") else {}),
+        }
         for argument in state.arguments
     }
     required = [str(argument["name"]) for argument in state.arguments if argument.get("required")]

@@ -155,11 +155,13 @@ class CapabilityRegistry:
         seen_names: dict[str, Capability] = {}
         for capability in self._capabilities:
             if problem := name_problem(capability.name):
-                found.append((
-                    "mcp_expose.E002",
-                    f"{capability.origin}: invalid tool name: {problem}.",
-                    "Pass name= with 1-64 characters of letters, digits, '_', '.' or '-'.",
-                ))
+                found.append(
+                    (
+                        "mcp_expose.E002",
+                        f"{capability.origin}: invalid tool name: {problem}.",
+                        "Pass name= with 1-64 characters of letters, digits, '_', '.' or '-'.",
+                    )
+                )
             for scope in sorted(capability.scopes):
                 if problem := scope_problem(scope):
                     found.append(("mcp_expose.E004", f"{capability.origin}: {problem}.", "Fix the scopes= list."))
@@ -170,28 +172,34 @@ class CapabilityRegistry:
                     found.append(("mcp_expose.E011", f"{capability.origin}: {exc}", "Write rates like '60/min'."))
             for permission in sorted(capability.permissions):
                 if permission.count(".") != 1 or not all(permission.split(".")):
-                    found.append((
-                        "mcp_expose.E010",
-                        f"{capability.origin}: permission {permission!r} is not of the form 'app_label.codename'.",
-                        "Write Django permissions as user.has_perm() takes them, e.g. 'library.view_book'.",
-                    ))
+                    found.append(
+                        (
+                            "mcp_expose.E010",
+                            f"{capability.origin}: permission {permission!r} is not of the form 'app_label.codename'.",
+                            "Write Django permissions as user.has_perm() takes them, e.g. 'library.view_book'.",
+                        )
+                    )
             if (other := seen_keys.get(capability.key)) is not None:
-                found.append((
-                    "mcp_expose.E003",
-                    f"{capability.origin} and {other.origin} both declare the capability {capability.key!r}.",
-                    "Rename one of the functions, or pass key= to one of the declarations.",
-                ))
+                found.append(
+                    (
+                        "mcp_expose.E003",
+                        f"{capability.origin} and {other.origin} both declare the capability {capability.key!r}.",
+                        "Rename one of the functions, or pass key= to one of the declarations.",
+                    )
+                )
             else:
                 seen_keys[capability.key] = capability
             folded = capability.name.casefold()
             if (other := seen_names.get(folded)) is not None and other.key != capability.key:
-                found.append((
-                    "mcp_expose.E003",
-                    f"{capability.origin} and {other.origin} both use the tool name {capability.name!r}"
-                    + ("" if other.name == capability.name else f" (as {other.name!r}; names differ only in case)")
-                    + ".",
-                    "Pass a distinct name= to one of the declarations.",
-                ))
+                found.append(
+                    (
+                        "mcp_expose.E003",
+                        f"{capability.origin} and {other.origin} both use the tool name {capability.name!r}"
+                        + ("" if other.name == capability.name else f" (as {other.name!r}; names differ only in case)")
+                        + ".",
+                        "Pass a distinct name= to one of the declarations.",
+                    )
+                )
             else:
                 seen_names.setdefault(folded, capability)
         return found

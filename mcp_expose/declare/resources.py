@@ -48,8 +48,13 @@ def resource(
         raise DeclarationError(f"resource {uri!r}: not a valid URI template ({exc}).") from None
     target_registry = registry if registry is not None else default_registry
     common: dict[str, Any] = dict(
-        title=title, scopes=_string_set(scopes, "scopes", uri), permissions=_string_set(permissions, "permissions", uri),
-        annotations=Annotations(read_only=True), enabled_by_default=enabled, uri=uri, mime_type=mime_type,
+        title=title,
+        scopes=_string_set(scopes, "scopes", uri),
+        permissions=_string_set(permissions, "permissions", uri),
+        annotations=Annotations(read_only=True),
+        enabled_by_default=enabled,
+        uri=uri,
+        mime_type=mime_type,
         completions=dict(completions or {}),
     )
 
@@ -65,10 +70,17 @@ def resource(
         # Read like a GET of the page, by the same code that serves view-backed tools.
         operation = ViewOperation(route, "get", view, html, {}, kwarg_names=frozenset(route.kwargs))
         capability = Capability(
-            key=identity, name=name or identity, kind="resource", target=partial(call_view, operation),
-            source=generated_signature(schema), origin=origin,
-            description=description if description is not None else inspect.cleandoc(getattr(view, "__doc__", "") or ""),
-            call_style="mapping", **common,
+            key=identity,
+            name=name or identity,
+            kind="resource",
+            target=partial(call_view, operation),
+            source=generated_signature(schema),
+            origin=origin,
+            description=description
+            if description is not None
+            else inspect.cleandoc(getattr(view, "__doc__", "") or ""),
+            call_style="mapping",
+            **common,
         )
         return target_registry.register(capability)
 
@@ -77,13 +89,21 @@ def resource(
         signature = build_signature(target, origin=origin)
         parameters = set(signature.input_schema["properties"])
         if parameters != set(variables):
-            raise DeclarationError(f"{origin}: its parameters {sorted(parameters)} must be exactly the URI template's "
-                                   f"variables {sorted(variables)}.")
+            raise DeclarationError(
+                f"{origin}: its parameters {sorted(parameters)} must be exactly the URI template's "
+                f"variables {sorted(variables)}."
+            )
         identity = key or f"{_app_label_for(target, origin)}.{target.__name__}"
         capability = Capability(
-            key=identity, name=name or identity, kind="resource", target=target, source=signature, origin=origin,
+            key=identity,
+            name=name or identity,
+            kind="resource",
+            target=target,
+            source=signature,
+            origin=origin,
             description=description if description is not None else inspect.cleandoc(target.__doc__ or ""),
-            is_async=inspect.iscoroutinefunction(target), **common,
+            is_async=inspect.iscoroutinefunction(target),
+            **common,
         )
         target_registry.register(capability)
         return target
@@ -117,13 +137,23 @@ def prompt(
         for argument, schema in signature.input_schema["properties"].items():
             types = {option.get("type") for option in schema.get("anyOf", [schema])}
             if not types <= {"string", "null"}:
-                raise DeclarationError(f"{origin}: prompt argument {argument!r} must be a str (prompt arguments are text).")
+                raise DeclarationError(
+                    f"{origin}: prompt argument {argument!r} must be a str (prompt arguments are text)."
+                )
         identity = key or f"{_app_label_for(target, origin)}.{target.__name__}"
         capability = Capability(
-            key=identity, name=name or identity, kind="prompt", target=target, source=signature, origin=origin,
-            title=title, description=description if description is not None else inspect.cleandoc(target.__doc__ or ""),
-            scopes=_string_set(scopes, "scopes", origin), permissions=_string_set(permissions, "permissions", origin),
-            enabled_by_default=enabled, is_async=inspect.iscoroutinefunction(target),
+            key=identity,
+            name=name or identity,
+            kind="prompt",
+            target=target,
+            source=signature,
+            origin=origin,
+            title=title,
+            description=description if description is not None else inspect.cleandoc(target.__doc__ or ""),
+            scopes=_string_set(scopes, "scopes", origin),
+            permissions=_string_set(permissions, "permissions", origin),
+            enabled_by_default=enabled,
+            is_async=inspect.iscoroutinefunction(target),
             completions=dict(completions or {}),
         )
         (registry if registry is not None else default_registry).register(capability)

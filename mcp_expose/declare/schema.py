@@ -96,7 +96,9 @@ class ToolSignature:
             try:
                 parsed = self.arguments_model.model_validate(dict(arguments or {}))
             except ValidationError as exc:
-                raise InvalidInput("The values do not match what is declared.", details=validation_problems(exc)) from None
+                raise InvalidInput(
+                    "The values do not match what is declared.", details=validation_problems(exc)
+                ) from None
             return {name: getattr(parsed, name) for name in type(parsed).model_fields}
         try:
             payload = json.dumps(dict(arguments or {}), allow_nan=False)
@@ -123,7 +125,9 @@ class ToolSignature:
         """The signature that applies to `principal`: a function's is the same for everyone."""
         return self
 
-    def explain_refusal(self, refusal: InvalidInput, arguments: Mapping[str, Any], context: InvocationContext) -> InvalidInput:
+    def explain_refusal(
+        self, refusal: InvalidInput, arguments: Mapping[str, Any], context: InvocationContext
+    ) -> InvalidInput:
         return refusal
 
     def validate_result(self, value: Any) -> Any:
@@ -179,25 +183,15 @@ class SchemaSignature:
         self.schema_check.enforce(values)
         return values
 
-    def explain_refusal(self, refusal: InvalidInput, arguments: Mapping[str, Any], context: InvocationContext) -> InvalidInput:
+    def explain_refusal(
+        self, refusal: InvalidInput, arguments: Mapping[str, Any], context: InvocationContext
+    ) -> InvalidInput:
         """The refusal to report for arguments the schema refused. A view's signature lets the view's own
         validation add what it would have said over HTTP; runs in a worker thread."""
         return refusal
 
     def validate_result(self, value: Any) -> Any:
         return value
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 class LazySignature:
@@ -214,10 +208,6 @@ class LazySignature:
                 if self._value is None:
                     self._value = self._factory()
         return self._value
-
-
-
-
 
 
 def build_signature(func: Callable[..., Any], *, origin: str) -> ToolSignature:
@@ -249,10 +239,9 @@ def build_signature(func: Callable[..., Any], *, origin: str) -> ToolSignature:
                 "(use typing.Any to accept any JSON value)."
             )
         fields[param.name] = _field_for(annotation, param.default)
+
     def build_arguments_model() -> type[BaseModel]:
-        return create_model(
-            f"{func.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields
-        )
+        return create_model(f"{func.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
 
     model = build_arguments_model()
     try:
@@ -287,10 +276,10 @@ def explicit_signature(func: Callable[..., Any], input_schema: Mapping[str, Any]
     from jsonschema.exceptions import SchemaError
 
     if not isinstance(input_schema, Mapping) or input_schema.get("type") != "object":
-        raise DeclarationError(f"{origin}: input_schema must be a JSON Schema object with \"type\": \"object\".")
+        raise DeclarationError(f'{origin}: input_schema must be a JSON Schema object with "type": "object".')
     if input_schema.get("additionalProperties") is not False:
         # Every argument becomes a keyword argument: an open schema would let callers set parameters it never named.
-        raise DeclarationError(f"{origin}: input_schema must be closed: add \"additionalProperties\": false.")
+        raise DeclarationError(f'{origin}: input_schema must be closed: add "additionalProperties": false.')
     try:
         hints = get_type_hints(func, include_extras=True)
     except Exception as exc:  # NameError for unresolvable forward references, and the like.
@@ -302,7 +291,9 @@ def explicit_signature(func: Callable[..., Any], input_schema: Mapping[str, Any]
     }
     clashes = sorted(set(input_schema.get("properties", {})) & (set(injections) | set(INJECTED_NAMES)))
     if clashes:
-        raise DeclarationError(f"{origin}: input_schema may not name {', '.join(clashes)}: that is injected, not an argument.")
+        raise DeclarationError(
+            f"{origin}: input_schema may not name {', '.join(clashes)}: that is injected, not an argument."
+        )
     try:
         return SchemaSignature(copy.deepcopy(dict(input_schema)), injections=injections, as_written=True)
     except SchemaError as exc:
@@ -337,29 +328,3 @@ def _output_schema(annotation: Any, *, origin: str) -> tuple[dict[str, Any] | No
     schema = portable_types(inline_refs(raw, origin=origin))
     schema.pop("title", None)
     return schema, adapter
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

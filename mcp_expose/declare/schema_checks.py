@@ -68,7 +68,8 @@ def _fitting_branch(error: Any) -> list[Any] | None:
     for inner in error.context or ():
         branches.setdefault(inner.relative_schema_path[0], []).append(inner)
     fitting = [
-        errors for errors in branches.values()
+        errors
+        for errors in branches.values()
         if not any(inner.validator in ("type", "enum", "const") and not inner.relative_path for inner in errors)
     ]
     return fitting[0] if len(fitting) == 1 else None

@@ -71,7 +71,8 @@ def tool(
             name=name or identity,
             kind="function",
             target=target,
-            source=build_signature(target, origin=origin) if input_schema is None
+            source=build_signature(target, origin=origin)
+            if input_schema is None
             else explicit_signature(target, input_schema, origin=origin),
             origin=origin,
             title=title,

@@ -74,8 +74,12 @@ def expose_view(
     resource = resource or _resource(routes, origin)
     target_registry = registry if registry is not None else default_registry
     common: dict[str, Any] = dict(
-        scopes=frozenset(scopes), permissions=frozenset(permissions), enabled_by_default=enabled,
-        rate_limit=rate_limit, timeout=timeout, max_result_bytes=max_result_bytes,
+        scopes=frozenset(scopes),
+        permissions=frozenset(permissions),
+        enabled_by_default=enabled,
+        rate_limit=rate_limit,
+        timeout=timeout,
+        max_result_bytes=max_result_bytes,
         log_argument_values=log_argument_values,
     )
     overrides = {"read_only": read_only, "destructive": destructive, "idempotent": idempotent, "open_world": open_world}
@@ -85,24 +89,32 @@ def expose_view(
             key = f"{app_label}.{resource}.{operation.action}" if _several(view, routes) else f"{app_label}.{resource}"
             operation_origin = f"{origin}.{operation.action}"
             scope = key
-            operations.append((
-                key, operation.method, operation,
-                partial(_drf_signature, operation, operation_origin),
-                partial(_call_drf, operation, scope),
-                _drf_description(view, operation, description),
-            ))
+            operations.append(
+                (
+                    key,
+                    operation.method,
+                    operation,
+                    partial(_drf_signature, operation, operation_origin),
+                    partial(_call_drf, operation, scope),
+                    _drf_description(view, operation, description),
+                )
+            )
     else:
         chosen = [method.lower() for method in (methods or django_views.default_methods(view))]
         for route in routes:
             for method in chosen:
                 page = django_views.ViewOperation(route, method, view, html, dict(query_params or {}))
                 key = f"{app_label}.{resource}" + (f".{method}" if len(chosen) > 1 else "")
-                operations.append((
-                    key, method, page,
-                    partial(_django_signature, page, origin),
-                    partial(django_views.call_view, page),
-                    description if description is not None else _doc(view),
-                ))
+                operations.append(
+                    (
+                        key,
+                        method,
+                        page,
+                        partial(_django_signature, page, origin),
+                        partial(django_views.call_view, page),
+                        description if description is not None else _doc(view),
+                    )
+                )
             break  # one route per Django view: the first named one
     registered = []
     for key, method, operation, signature_factory, target, text in operations:
@@ -119,8 +131,9 @@ def expose_view(
             description=text,
             annotations=Annotations(**derived),
             is_async=False,
-            **confirmation_fields(requires_confirmation if requires_confirmation is not None else method == "delete",
-                                  origin),
+            **confirmation_fields(
+                requires_confirmation if requires_confirmation is not None else method == "delete", origin
+            ),
             call_style="mapping",
             **common,
         )

@@ -23,7 +23,9 @@ def local_principal(username: str, scopes: str | None, catalog: Catalog, via: st
         raise CommandError(f"No user named {username!r}.") from None
     if not user.is_active:
         raise CommandError(f"The user {username!r} is inactive.")
-    granted = frozenset(scopes.split()) if scopes is not None else frozenset().union(
-        *(entry.scopes for entry in catalog.tools)
+    granted = (
+        frozenset(scopes.split())
+        if scopes is not None
+        else frozenset().union(*(entry.scopes for entry in catalog.tools))
     )
     return principal_for_user(user, granted, "local", via=via)

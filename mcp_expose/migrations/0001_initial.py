@@ -8,7 +8,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,44 +16,114 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='ApiKey',
+            name="ApiKey",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(help_text='What this key is for.', max_length=100, verbose_name='name')),
-                ('prefix', models.CharField(editable=False, max_length=16, unique=True, verbose_name='prefix')),
-                ('hashed_secret', models.CharField(editable=False, max_length=64)),
-                ('scopes', models.CharField(blank=True, help_text='Space-separated scopes this key grants.', max_length=500, validators=[mcp_expose.models.validate_scopes], verbose_name='scopes')),
-                ('expires_at', models.DateTimeField(blank=True, null=True, verbose_name='expires')),
-                ('revoked_at', models.DateTimeField(blank=True, editable=False, null=True, verbose_name='revoked')),
-                ('last_used_at', models.DateTimeField(blank=True, editable=False, null=True, verbose_name='last used')),
-                ('created_at', models.DateTimeField(auto_now_add=True, verbose_name='created')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='mcp_api_keys', to=settings.AUTH_USER_MODEL, verbose_name='user')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(help_text="What this key is for.", max_length=100, verbose_name="name")),
+                ("prefix", models.CharField(editable=False, max_length=16, unique=True, verbose_name="prefix")),
+                ("hashed_secret", models.CharField(editable=False, max_length=64)),
+                (
+                    "scopes",
+                    models.CharField(
+                        blank=True,
+                        help_text="Space-separated scopes this key grants.",
+                        max_length=500,
+                        validators=[mcp_expose.models.validate_scopes],
+                        verbose_name="scopes",
+                    ),
+                ),
+                ("expires_at", models.DateTimeField(blank=True, null=True, verbose_name="expires")),
+                ("revoked_at", models.DateTimeField(blank=True, editable=False, null=True, verbose_name="revoked")),
+                ("last_used_at", models.DateTimeField(blank=True, editable=False, null=True, verbose_name="last used")),
+                ("created_at", models.DateTimeField(auto_now_add=True, verbose_name="created")),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="mcp_api_keys",
+                        to=settings.AUTH_USER_MODEL,
+                        verbose_name="user",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'API key',
-                'verbose_name_plural': 'API keys',
-                'ordering': ['-created_at'],
+                "verbose_name": "API key",
+                "verbose_name_plural": "API keys",
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='ExposedTool',
+            name="ExposedTool",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(help_text='Identity of the declaration: app_label.name.', max_length=200, unique=True, verbose_name='capability')),
-                ('enabled', models.BooleanField(default=True, verbose_name='enabled')),
-                ('wire_name', models.CharField(blank=True, help_text='Name clients see. Leave blank to use the name declared in code.', max_length=64, validators=[mcp_expose.models.validate_wire_name], verbose_name='tool name')),
-                ('title', models.CharField(blank=True, help_text='Overrides the declared title.', max_length=200, verbose_name='title')),
-                ('description', models.TextField(blank=True, help_text='Overrides the declared description (the docstring).', verbose_name='description')),
-                ('extra_scopes', models.CharField(blank=True, help_text='Space-separated scopes required in addition to those declared in code.', max_length=500, validators=[mcp_expose.models.validate_scopes], verbose_name='extra scopes')),
-                ('stale', models.BooleanField(default=False, editable=False, help_text='The capability no longer exists in code.', verbose_name='stale')),
-                ('created_at', models.DateTimeField(auto_now_add=True, verbose_name='created')),
-                ('updated_at', models.DateTimeField(auto_now=True, verbose_name='updated')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "key",
+                    models.CharField(
+                        help_text="Identity of the declaration: app_label.name.",
+                        max_length=200,
+                        unique=True,
+                        verbose_name="capability",
+                    ),
+                ),
+                ("enabled", models.BooleanField(default=True, verbose_name="enabled")),
+                (
+                    "wire_name",
+                    models.CharField(
+                        blank=True,
+                        help_text="Name clients see. Leave blank to use the name declared in code.",
+                        max_length=64,
+                        validators=[mcp_expose.models.validate_wire_name],
+                        verbose_name="tool name",
+                    ),
+                ),
+                (
+                    "title",
+                    models.CharField(
+                        blank=True, help_text="Overrides the declared title.", max_length=200, verbose_name="title"
+                    ),
+                ),
+                (
+                    "description",
+                    models.TextField(
+                        blank=True,
+                        help_text="Overrides the declared description (the docstring).",
+                        verbose_name="description",
+                    ),
+                ),
+                (
+                    "extra_scopes",
+                    models.CharField(
+                        blank=True,
+                        help_text="Space-separated scopes required in addition to those declared in code.",
+                        max_length=500,
+                        validators=[mcp_expose.models.validate_scopes],
+                        verbose_name="extra scopes",
+                    ),
+                ),
+                (
+                    "stale",
+                    models.BooleanField(
+                        default=False,
+                        editable=False,
+                        help_text="The capability no longer exists in code.",
+                        verbose_name="stale",
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, verbose_name="created")),
+                ("updated_at", models.DateTimeField(auto_now=True, verbose_name="updated")),
             ],
             options={
-                'verbose_name': 'exposed tool',
-                'verbose_name_plural': 'exposed tools',
-                'ordering': ['key'],
-                'constraints': [models.UniqueConstraint(django.db.models.functions.text.Lower('wire_name'), condition=models.Q(('wire_name', ''), _negated=True), name='mcp_expose_tool_wire_name_ci_unique', violation_error_message='Another tool already uses this name (names are compared ignoring case).')],
+                "verbose_name": "exposed tool",
+                "verbose_name_plural": "exposed tools",
+                "ordering": ["key"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        django.db.models.functions.text.Lower("wire_name"),
+                        condition=models.Q(("wire_name", ""), _negated=True),
+                        name="mcp_expose_tool_wire_name_ci_unique",
+                        violation_error_message="Another tool already uses this name (names are compared ignoring case).",
+                    )
+                ],
             },
         ),
     ]

@@ -5,16 +5,21 @@ from oauth2_provider.settings import oauth2_settings
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('mcp_expose', '0001_initial'),
+        ("mcp_expose", "0001_initial"),
         migrations.swappable_dependency(oauth2_settings.APPLICATION_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='exposedtool',
-            name='allowed_clients',
-            field=models.ManyToManyField(blank=True, help_text='If any are chosen, only these OAuth clients may see and call the tool (API keys may not).', related_name='+', to=oauth2_settings.APPLICATION_MODEL, verbose_name='allowed OAuth clients'),
+            model_name="exposedtool",
+            name="allowed_clients",
+            field=models.ManyToManyField(
+                blank=True,
+                help_text="If any are chosen, only these OAuth clients may see and call the tool (API keys may not).",
+                related_name="+",
+                to=oauth2_settings.APPLICATION_MODEL,
+                verbose_name="allowed OAuth clients",
+            ),
         ),
     ]

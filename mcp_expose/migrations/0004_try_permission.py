@@ -4,14 +4,18 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('mcp_expose', '0003_safe_invocation'),
+        ("mcp_expose", "0003_safe_invocation"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='exposedtool',
-            options={'ordering': ['key'], 'permissions': [('try_exposedtool', 'Can call tools from the admin')], 'verbose_name': 'exposed tool', 'verbose_name_plural': 'exposed tools'},
+            name="exposedtool",
+            options={
+                "ordering": ["key"],
+                "permissions": [("try_exposedtool", "Can call tools from the admin")],
+                "verbose_name": "exposed tool",
+                "verbose_name_plural": "exposed tools",
+            },
         ),
     ]

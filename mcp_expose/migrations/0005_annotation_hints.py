@@ -4,30 +4,49 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('mcp_expose', '0004_try_permission'),
+        ("mcp_expose", "0004_try_permission"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='exposedtool',
-            name='destructive_hint',
-            field=models.BooleanField(blank=True, help_text='Override the declared hint; blank keeps it.', null=True, verbose_name='destructive hint'),
+            model_name="exposedtool",
+            name="destructive_hint",
+            field=models.BooleanField(
+                blank=True,
+                help_text="Override the declared hint; blank keeps it.",
+                null=True,
+                verbose_name="destructive hint",
+            ),
         ),
         migrations.AddField(
-            model_name='exposedtool',
-            name='idempotent_hint',
-            field=models.BooleanField(blank=True, help_text='Override the declared hint; blank keeps it.', null=True, verbose_name='idempotent hint'),
+            model_name="exposedtool",
+            name="idempotent_hint",
+            field=models.BooleanField(
+                blank=True,
+                help_text="Override the declared hint; blank keeps it.",
+                null=True,
+                verbose_name="idempotent hint",
+            ),
         ),
         migrations.AddField(
-            model_name='exposedtool',
-            name='open_world_hint',
-            field=models.BooleanField(blank=True, help_text='Override the declared hint; blank keeps it.', null=True, verbose_name='open-world hint'),
+            model_name="exposedtool",
+            name="open_world_hint",
+            field=models.BooleanField(
+                blank=True,
+                help_text="Override the declared hint; blank keeps it.",
+                null=True,
+                verbose_name="open-world hint",
+            ),
         ),
         migrations.AddField(
-            model_name='exposedtool',
-            name='read_only_hint',
-            field=models.BooleanField(blank=True, help_text='Override the declared hint; blank keeps it.', null=True, verbose_name='read-only hint'),
+            model_name="exposedtool",
+            name="read_only_hint",
+            field=models.BooleanField(
+                blank=True,
+                help_text="Override the declared hint; blank keeps it.",
+                null=True,
+                verbose_name="read-only hint",
+            ),
         ),
     ]

@@ -5,30 +5,61 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('mcp_expose', '0005_annotation_hints'),
+        ("mcp_expose", "0005_annotation_hints"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='PromptTemplate',
+            name="PromptTemplate",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=64, unique=True, validators=[mcp_expose.models.validate_wire_name], verbose_name='name')),
-                ('title', models.CharField(blank=True, max_length=200, verbose_name='title')),
-                ('description', models.TextField(blank=True, verbose_name='description')),
-                ('arguments', models.JSONField(blank=True, default=list, help_text='A JSON list, e.g. [{"name": "customer", "description": "Who wrote in", "required": true, "values": ["Ada", "Grace"]}]. "values" are offered as completions.', validators=[mcp_expose.models.validate_prompt_arguments], verbose_name='arguments')),
-                ('template', models.TextField(help_text="The prompt's text. Use {{ argument }} to insert an argument; Django template syntax.", verbose_name='template')),
-                ('enabled', models.BooleanField(default=True, verbose_name='enabled')),
-                ('scopes', models.CharField(blank=True, help_text='Space-separated scopes a caller needs to see and use this prompt.', max_length=500, validators=[mcp_expose.models.validate_scopes], verbose_name='scopes')),
-                ('created_at', models.DateTimeField(auto_now_add=True, verbose_name='created')),
-                ('updated_at', models.DateTimeField(auto_now=True, verbose_name='updated')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "name",
+                    models.CharField(
+                        max_length=64,
+                        unique=True,
+                        validators=[mcp_expose.models.validate_wire_name],
+                        verbose_name="name",
+                    ),
+                ),
+                ("title", models.CharField(blank=True, max_length=200, verbose_name="title")),
+                ("description", models.TextField(blank=True, verbose_name="description")),
+                (
+                    "arguments",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text='A JSON list, e.g. [{"name": "customer", "description": "Who wrote in", "required": true, "values": ["Ada", "Grace"]}]. "values" are offered as completions.',
+                        validators=[mcp_expose.models.validate_prompt_arguments],
+                        verbose_name="arguments",
+                    ),
+                ),
+                (
+                    "template",
+                    models.TextField(
+                        help_text="The prompt's text. Use {{ argument }} to insert an argument; Django template syntax.",
+                        verbose_name="template",
+                    ),
+                ),
+                ("enabled", models.BooleanField(default=True, verbose_name="enabled")),
+                (
+                    "scopes",
+                    models.CharField(
+                        blank=True,
+                        help_text="Space-separated scopes a caller needs to see and use this prompt.",
+                        max_length=500,
+                        validators=[mcp_expose.models.validate_scopes],
+                        verbose_name="scopes",
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, verbose_name="created")),
+                ("updated_at", models.DateTimeField(auto_now=True, verbose_name="updated")),
             ],
             options={
-                'verbose_name': 'prompt',
-                'verbose_name_plural': 'prompts',
-                'ordering': ['name'],
+                "verbose_name": "prompt",
+                "verbose_name_plural": "prompts",
+                "ordering": ["name"],
             },
         ),
     ]

@@ -4,15 +4,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('mcp_expose', '0006_prompt_templates'),
+        ("mcp_expose", "0006_prompt_templates"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='toolcall',
-            name='outcome',
-            field=models.CharField(choices=[('ok', 'ok'), ('invalid_input', 'invalid input'), ('permission_denied', 'permission denied'), ('not_found', 'not found'), ('conflict', 'conflict'), ('rate_limited', 'rate limited'), ('timeout', 'timeout'), ('cancelled', 'cancelled'), ('confirmation_required', 'confirmation required'), ('input_required', "waiting for the client's answers"), ('declined', 'declined'), ('unknown_tool', 'unknown tool'), ('tool_error', 'tool error'), ('internal', 'internal error')], db_index=True, max_length=30, verbose_name='outcome'),
+            model_name="toolcall",
+            name="outcome",
+            field=models.CharField(
+                choices=[
+                    ("ok", "ok"),
+                    ("invalid_input", "invalid input"),
+                    ("permission_denied", "permission denied"),
+                    ("not_found", "not found"),
+                    ("conflict", "conflict"),
+                    ("rate_limited", "rate limited"),
+                    ("timeout", "timeout"),
+                    ("cancelled", "cancelled"),
+                    ("confirmation_required", "confirmation required"),
+                    ("input_required", "waiting for the client's answers"),
+                    ("declined", "declined"),
+                    ("unknown_tool", "unknown tool"),
+                    ("tool_error", "tool error"),
+                    ("internal", "internal error"),
+                ],
+                db_index=True,
+                max_length=30,
+                verbose_name="outcome",
+            ),
         ),
     ]

@@ -12,8 +12,10 @@ from django.db import migrations, models
 def _django_index_names(schema_editor, model) -> list[str]:
     """The names Django creates for `tool_name`'s index, in the order `_field_indexes_sql` creates them."""
     table = model._meta.db_table
-    return [schema_editor._create_index_name(table, ["tool_name"]),
-            schema_editor._create_index_name(table, ["tool_name"], suffix="_like")]
+    return [
+        schema_editor._create_index_name(table, ["tool_name"]),
+        schema_editor._create_index_name(table, ["tool_name"], suffix="_like"),
+    ]
 
 
 def _existing_indexes(schema_editor, model) -> dict[str, str]:
@@ -45,7 +47,6 @@ def restore_tool_name_indexes(apps, schema_editor) -> None:
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("mcp_expose", "0007_toolcall_input_required"),
     ]

@@ -7,33 +7,59 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('mcp_expose', '0008_toolcall_tool_name_index_is_the_composite'),
+        ("mcp_expose", "0008_toolcall_tool_name_index_is_the_composite"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='apikey',
-            name='revoked_reason',
-            field=models.CharField(blank=True, editable=False, max_length=200, verbose_name='why revoked'),
+            model_name="apikey",
+            name="revoked_reason",
+            field=models.CharField(blank=True, editable=False, max_length=200, verbose_name="why revoked"),
         ),
         migrations.CreateModel(
-            name='CredentialLeak',
+            name="CredentialLeak",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('api_key', 'API key'), ('access_token', 'OAuth access token')], max_length=20, verbose_name='kind')),
-                ('identifier', models.CharField(help_text="The API key's prefix, or the access token's number; never the secret.", max_length=64, verbose_name='credential')),
-                ('client_id', models.CharField(blank=True, max_length=255, verbose_name='OAuth client')),
-                ('reason', models.CharField(max_length=200, verbose_name='why revoked')),
-                ('revoked_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, verbose_name='revoked')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL, verbose_name='user')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("api_key", "API key"), ("access_token", "OAuth access token")],
+                        max_length=20,
+                        verbose_name="kind",
+                    ),
+                ),
+                (
+                    "identifier",
+                    models.CharField(
+                        help_text="The API key's prefix, or the access token's number; never the secret.",
+                        max_length=64,
+                        verbose_name="credential",
+                    ),
+                ),
+                ("client_id", models.CharField(blank=True, max_length=255, verbose_name="OAuth client")),
+                ("reason", models.CharField(max_length=200, verbose_name="why revoked")),
+                (
+                    "revoked_at",
+                    models.DateTimeField(db_index=True, default=django.utils.timezone.now, verbose_name="revoked"),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                        verbose_name="user",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'leaked credential',
-                'verbose_name_plural': 'leaked credentials',
-                'ordering': ['-revoked_at'],
+                "verbose_name": "leaked credential",
+                "verbose_name_plural": "leaked credentials",
+                "ordering": ["-revoked_at"],
             },
         ),
     ]

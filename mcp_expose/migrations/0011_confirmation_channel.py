@@ -4,15 +4,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('mcp_expose', '0010_listing_count'),
+        ("mcp_expose", "0010_listing_count"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='exposedtool',
-            name='confirmation_channel',
-            field=models.CharField(choices=[('client', 'the client'), ('approval_page', 'approval page, signed in')], default='client', help_text="Who says yes: the client (a form in it, or the approval page if it has none), or only the calling user, signed in on this site's approval page, whatever the client answers. The approval page switches confirmation on; tools whose code asks for it always use it.", max_length=20, verbose_name='confirmation channel'),
+            model_name="exposedtool",
+            name="confirmation_channel",
+            field=models.CharField(
+                choices=[("client", "the client"), ("approval_page", "approval page, signed in")],
+                default="client",
+                help_text="Who says yes: the client (a form in it, or the approval page if it has none), or only the calling user, signed in on this site's approval page, whatever the client answers. The approval page switches confirmation on; tools whose code asks for it always use it.",
+                max_length=20,
+                verbose_name="confirmation channel",
+            ),
         ),
     ]

@@ -133,10 +133,16 @@ class CredentialLeak(models.Model):
 
     kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices)
     identifier = models.CharField(
-        _("credential"), max_length=64, help_text=_("The API key's prefix, or the access token's number; never the secret.")
+        _("credential"),
+        max_length=64,
+        help_text=_("The API key's prefix, or the access token's number; never the secret."),
     )
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         verbose_name=_("user"),
     )
     client_id = models.CharField(_("OAuth client"), max_length=255, blank=True)

@@ -155,7 +155,8 @@ class ExposedTool(models.Model):
             extra_scopes=self.extra_scope_set,
             allowed_clients=allowed_client_ids,
             requires_confirmation=self.requires_confirmation,
-            confirmation_channel=APPROVAL_PAGE_CHANNEL if self.confirmation_channel == APPROVAL_PAGE_CHANNEL
+            confirmation_channel=APPROVAL_PAGE_CHANNEL
+            if self.confirmation_channel == APPROVAL_PAGE_CHANNEL
             else CLIENT_CHANNEL,
             rate_limit=self.rate_limit,
             timeout=self.timeout,
@@ -182,5 +183,3 @@ class ExposedTool(models.Model):
                 raise ValidationError(
                     {"wire_name": _("The tool %(key)s is already served under this name.") % {"key": capability.key}}
                 )
-
-

@@ -24,15 +24,21 @@ class PromptTemplate(models.Model):
         default=list,
         blank=True,
         validators=[validate_prompt_arguments],
-        help_text=_('A JSON list, e.g. [{"name": "customer", "description": "Who wrote in", "required": true, '
-                    '"values": ["Ada", "Grace"]}]. "values" are offered as completions.'),
+        help_text=_(
+            'A JSON list, e.g. [{"name": "customer", "description": "Who wrote in", "required": true, '
+            '"values": ["Ada", "Grace"]}]. "values" are offered as completions.'
+        ),
     )
     template = models.TextField(
-        _("template"), help_text=_("The prompt's text. Use {{ argument }} to insert an argument; Django template syntax.")
+        _("template"),
+        help_text=_("The prompt's text. Use {{ argument }} to insert an argument; Django template syntax."),
     )
     enabled = models.BooleanField(_("enabled"), default=True)
     scopes = models.CharField(
-        _("scopes"), max_length=500, blank=True, validators=[validate_scopes],
+        _("scopes"),
+        max_length=500,
+        blank=True,
+        validators=[validate_scopes],
         help_text=_("Space-separated scopes a caller needs to see and use this prompt."),
     )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)

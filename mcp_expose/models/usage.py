@@ -32,7 +32,11 @@ class ToolCall(models.Model):
     tool_name = models.CharField(_("tool"), max_length=64)
     tool_key = models.CharField(_("capability"), max_length=200, blank=True)
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         verbose_name=_("user"),
     )
     username = models.CharField(_("username"), max_length=150, blank=True)

@@ -43,7 +43,7 @@ def validate_prompt_arguments(value: object) -> None:
     seen: set[str] = set()
     for index, argument in enumerate(value):
         if not isinstance(argument, dict) or not isinstance(argument.get("name"), str):
-            raise ValidationError(_("Argument %(n)d needs a \"name\".") % {"n": index + 1}, code="invalid")
+            raise ValidationError(_('Argument %(n)d needs a "name".') % {"n": index + 1}, code="invalid")
         name = argument["name"]
         if not ARGUMENT_NAME.fullmatch(name):
             raise ValidationError(_("%(name)r is not a valid argument name (letters, digits, _).") % {"name": name})
@@ -52,8 +52,10 @@ def validate_prompt_arguments(value: object) -> None:
         seen.add(name)
         unknown = set(argument) - {"name", "description", "required", "values"}
         if unknown:
-            raise ValidationError(_("Unknown keys %(keys)s in argument %(name)r.") % {"keys": sorted(unknown), "name": name})
+            raise ValidationError(
+                _("Unknown keys %(keys)s in argument %(name)r.") % {"keys": sorted(unknown), "name": name}
+            )
         if "values" in argument and not (
             isinstance(argument["values"], list) and all(isinstance(item, str) for item in argument["values"])
         ):
-            raise ValidationError(_("\"values\" of %(name)r must be a list of strings.") % {"name": name})
+            raise ValidationError(_('"values" of %(name)r must be a list of strings.') % {"name": name})

@@ -47,7 +47,9 @@ def try_tool(model_admin: Any, request: HttpRequest, object_id: int) -> HttpResp
     principal = principal_for_user(request.user, _all_scopes(catalog), "local", via="admin")
     schema = entry.input_schema_for(principal)  # a view whose serializer depends on who calls: yours
     if request.method == "POST":
-        submitted = {key.removeprefix("arg_"): str(value) for key, value in request.POST.items() if key.startswith("arg_")}
+        submitted = {
+            key.removeprefix("arg_"): str(value) for key, value in request.POST.items() if key.startswith("arg_")
+        }
         arguments, errors = parse_submission(schema, request.POST)
         if writes and request.POST.get("confirm_write") != "on":
             errors.append(str(_("This tool may change data: tick the confirmation box to run it.")))
@@ -57,10 +59,18 @@ def try_tool(model_admin: Any, request: HttpRequest, object_id: int) -> HttpResp
                 outcome = async_to_sync(call_tool)(catalog, principal, entry.name, arguments, call)
                 result = render_outcome(outcome).model_dump(mode="json", by_alias=True, exclude_none=True)
             except UnknownTool:
-                errors.append(str(_("You may not use this tool (a scope, a permission or the client list stands in the way).")))
+                errors.append(
+                    str(_("You may not use this tool (a scope, a permission or the client list stands in the way)."))
+                )
     context = _context(
-        model_admin, request, _("Try %(name)s") % {"name": entry.name},
-        entry=entry, row=row, fields=form_fields(schema, submitted), errors=errors, writes=writes,
+        model_admin,
+        request,
+        _("Try %(name)s") % {"name": entry.name},
+        entry=entry,
+        row=row,
+        fields=form_fields(schema, submitted),
+        errors=errors,
+        writes=writes,
         result=json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False) if result is not None else None,
         is_error=bool(result and result.get("isError")),
         raw_arguments=request.POST.get("raw_arguments", "") if request.method == "POST" else "",
@@ -77,8 +87,12 @@ class OverviewForm(forms.Form):
         from oauth2_provider.models import get_application_model
 
         super().__init__(*args, **kwargs)
-        cast("forms.ModelChoiceField[Any]", self.fields["user"]).queryset = get_user_model()._default_manager.order_by("username")
-        cast("forms.ModelChoiceField[Any]", self.fields["client"]).queryset = get_application_model().objects.order_by("name")
+        cast("forms.ModelChoiceField[Any]", self.fields["user"]).queryset = get_user_model()._default_manager.order_by(
+            "username"
+        )
+        cast("forms.ModelChoiceField[Any]", self.fields["client"]).queryset = get_application_model().objects.order_by(
+            "name"
+        )
 
 
 def catalog_overview(model_admin: Any, request: HttpRequest) -> HttpResponse:
@@ -95,12 +109,19 @@ def catalog_overview(model_admin: Any, request: HttpRequest) -> HttpResponse:
         from django.contrib.auth.models import AnonymousUser
 
         principal = principal_for_user(
-            user or AnonymousUser(), scopes, "oauth" if client is not None else "api_key",
+            user or AnonymousUser(),
+            scopes,
+            "oauth" if client is not None else "api_key",
             client_id=client.client_id if client is not None else None,
         )
         rows = explain(provider.registry, CatalogProvider._load_rows(), catalog, principal)
     context = _context(
-        model_admin, request, _("Catalog overview"), form=form, rows=rows, lint=lint_catalog(catalog),
+        model_admin,
+        request,
+        _("Catalog overview"),
+        form=form,
+        rows=rows,
+        lint=lint_catalog(catalog),
         problems=catalog.problems,
     )
     return TemplateResponse(request, "admin/mcp_expose/exposedtool/overview.html", context)

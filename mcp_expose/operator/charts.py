@@ -8,7 +8,9 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 
-def bar_chart(values: Sequence[float], *, label: str, width: int = 240, height: int = 48, color: str = "#417690") -> SafeString:
+def bar_chart(
+    values: Sequence[float], *, label: str, width: int = 240, height: int = 48, color: str = "#417690"
+) -> SafeString:
     """Vertical bars, one per value (e.g. calls per hour), scaled to the largest."""
     peak = max(values) if values and max(values) > 0 else 1
     bar_width = width / max(len(values), 1)
@@ -36,5 +38,11 @@ def _svg(label: str, width: int, height: int, body: str) -> SafeString:
     return format_html(
         '<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{}" width="{}" height="{}" '
         'viewBox="0 0 {} {}"><title>{}</title>{}</svg>',
-        label, width, height, width, height, label, mark_safe(body),  # noqa: S308  (body is built from numbers)
+        label,
+        width,
+        height,
+        width,
+        height,
+        label,
+        mark_safe(body),  # noqa: S308  (body is built from numbers)
     )

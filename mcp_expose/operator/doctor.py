@@ -16,7 +16,11 @@ INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "mcp_doctor", "version": "1"}},
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "mcp_doctor", "version": "1"},
+    },
 }
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -39,8 +43,12 @@ def diagnose(url: str, http: httpx2.Client) -> Iterator[Finding]:
 
     response = http.post(url, json=INITIALIZE, headers=HEADERS)
     if response.is_redirect:
-        yield Finding(False, "no redirect", f"{url} answers {response.status_code} to {response.headers.get('location')}; "
-                      "many clients do not follow redirects for MCP (serve the exact path)")
+        yield Finding(
+            False,
+            "no redirect",
+            f"{url} answers {response.status_code} to {response.headers.get('location')}; "
+            "many clients do not follow redirects for MCP (serve the exact path)",
+        )
     else:
         yield Finding(True, "no redirect", f"{url} answers {response.status_code} directly")
     challenge = response.headers.get("www-authenticate", "")
@@ -51,8 +59,12 @@ def diagnose(url: str, http: httpx2.Client) -> Iterator[Finding]:
         if "error" in params:
             yield Finding(False, "401 challenge", "error= is set although no token was presented (RFC 6750 §3.1)")
     else:
-        yield Finding(False, "401 challenge", f"expected 401 with 'WWW-Authenticate: Bearer resource_metadata=...', "
-                      f"got {response.status_code} {challenge!r}")
+        yield Finding(
+            False,
+            "401 challenge",
+            f"expected 401 with 'WWW-Authenticate: Bearer resource_metadata=...', "
+            f"got {response.status_code} {challenge!r}",
+        )
 
     metadata = None
     for label, path in (("metadata (path form)", PRM_PREFIX + parts.path), ("metadata (root form)", PRM_PREFIX)):
@@ -68,9 +80,12 @@ def diagnose(url: str, http: httpx2.Client) -> Iterator[Finding]:
     foreign = http.post(url, json=INITIALIZE, headers={**HEADERS, "Origin": PROBE_ORIGIN})
     # Only a refusal that the Origin caused counts: the same request without it must not get 403.
     refused = foreign.status_code == 403 and response.status_code != 403
-    yield Finding(refused, "foreign Origin refused",
-                  f"a request from {PROBE_ORIGIN} got {foreign.status_code}, without Origin {response.status_code} "
-                  "(expected 403, and not 403)")
+    yield Finding(
+        refused,
+        "foreign Origin refused",
+        f"a request from {PROBE_ORIGIN} got {foreign.status_code}, without Origin {response.status_code} "
+        "(expected 403, and not 403)",
+    )
 
 
 def _json(http: httpx2.Client, url: str) -> dict | None:
@@ -113,11 +128,16 @@ def _authorization_server(http: httpx2.Client, metadata: dict | None) -> Iterato
     if document is None:
         yield Finding(False, "authorization server", f"no metadata for {issuer} at {', '.join(candidates)}")
         return
-    yield Finding(document.get("issuer") == issuer, "issuer", f"metadata issuer {document.get('issuer')!r}, expected {issuer!r}")
+    yield Finding(
+        document.get("issuer") == issuer, "issuer", f"metadata issuer {document.get('issuer')!r}, expected {issuer!r}"
+    )
     methods = document.get("code_challenge_methods_supported") or []
     yield Finding(methods == ["S256"], "PKCE S256 only", f"code_challenge_methods_supported = {methods}")
-    yield Finding(document.get("client_id_metadata_document_supported") is True, "client ID metadata documents",
-                  f"client_id_metadata_document_supported = {document.get('client_id_metadata_document_supported')}")
+    yield Finding(
+        document.get("client_id_metadata_document_supported") is True,
+        "client ID metadata documents",
+        f"client_id_metadata_document_supported = {document.get('client_id_metadata_document_supported')}",
+    )
     auth_methods = document.get("token_endpoint_auth_methods_supported") or []
     yield Finding("none" in auth_methods, "public clients", f"token_endpoint_auth_methods_supported = {auth_methods}")
     registration = document.get("registration_endpoint")

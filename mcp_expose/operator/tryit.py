@@ -68,15 +68,17 @@ def form_fields(schema: Mapping[str, Any], values: Mapping[str, str] | None = No
             widget = "text"
         else:
             widget = "json"
-        fields.append(FormField(
-            name=name,
-            widget=widget,
-            required=name in required,
-            description=str(prop.get("description", "")),
-            options=list(options or []),
-            value=values.get(name, ""),
-            step="1" if types == {"integer"} else "any",
-        ))
+        fields.append(
+            FormField(
+                name=name,
+                widget=widget,
+                required=name in required,
+                description=str(prop.get("description", "")),
+                options=list(options or []),
+                value=values.get(name, ""),
+                step="1" if types == {"integer"} else "any",
+            )
+        )
     return fields
 
 

@@ -72,14 +72,6 @@ def tool_stats(since: datetime) -> list[ToolStats]:
     return stats
 
 
-
-
-
-
-
-
-
-
 def list_calls(window: timedelta) -> int:
     """tools/list calls in every hour that `window` reaches into, from the one it starts in to the current one."""
     from mcp_expose.models import ListingCount

@@ -141,7 +141,8 @@ class McpExposeASGI:
         problems = self.provider.registry.resolution_problems()
         if problems:
             raise ImproperlyConfigured(
-                "MCP declarations cannot be served:\n" + "\n".join(f"  [{pid}] {message}" for pid, message, _ in problems)
+                "MCP declarations cannot be served:\n"
+                + "\n".join(f"  [{pid}] {message}" for pid, message, _ in problems)
             )
 
     async def _ensure_started(self) -> None:
@@ -171,8 +172,9 @@ class McpExposeASGI:
             finally:
                 with anyio.CancelScope(shield=True):
                     if not await listing_tally.flush():  # the listings counted since the last flush
-                        logger.warning("Could not add the last %d tools/list calls to the listing count",
-                                       listing_tally.pending)
+                        logger.warning(
+                            "Could not add the last %d tools/list calls to the listing count", listing_tally.pending
+                        )
                 group.cancel_scope.cancel()
 
     async def _serve_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -233,8 +235,9 @@ class McpExposeASGI:
                 return
         await self._through_sdk(scope, receive, caller, send)
 
-    async def _through_sdk(self, scope: Scope, receive: Receive, caller: Callable[[], AuthenticatedUser],
-                           send: Send) -> None:
+    async def _through_sdk(
+        self, scope: Scope, receive: Receive, caller: Callable[[], AuthenticatedUser], send: Send
+    ) -> None:
         token = SDK_CALLER.set((scope[PRINCIPAL_SCOPE_KEY], scope[CATALOG_SCOPE_KEY]))
         try:
             await self.mcp_app({**scope, "user": caller()}, receive, send)
@@ -250,9 +253,7 @@ class McpExposeASGI:
             return
         cors = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET, OPTIONS"}
         if scope["method"] == "OPTIONS":
-            await Response(status_code=204, headers={**cors, "Access-Control-Allow-Headers": "*"})(
-                scope, receive, send
-            )
+            await Response(status_code=204, headers={**cors, "Access-Control-Allow-Headers": "*"})(scope, receive, send)
             return
         if scope["method"] not in ("GET", "HEAD"):
             await Response(status_code=405, headers={"Allow": "GET, OPTIONS"})(scope, receive, send)
@@ -278,7 +279,10 @@ class McpExposeASGI:
         return result, (None if isinstance(result, AuthFailure) else catalog)
 
     def _authenticate(
-        self, headers: Mapping[str, str], query: QueryPairs, resource: str,
+        self,
+        headers: Mapping[str, str],
+        query: QueryPairs,
+        resource: str,
         stamps: Mapping[str, str] | None = None,
     ) -> tuple[Principal | AuthFailure, Catalog | None]:
         """One thread hop, and one cache round trip for both stamps (unless already read), for everything a
@@ -344,7 +348,9 @@ def _challenge(failure: AuthFailure, resource: str) -> JSONResponse:
         error=failure.error,
         description=failure.description if failure.error else None,
     )
-    return _json_error(failure.status, failure.error or "unauthorized", failure.description, {"WWW-Authenticate": challenge})
+    return _json_error(
+        failure.status, failure.error or "unauthorized", failure.description, {"WWW-Authenticate": challenge}
+    )
 
 
 def _insufficient_scope(scopes: frozenset[str], resource: str) -> JSONResponse:

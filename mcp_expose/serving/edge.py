@@ -25,8 +25,6 @@ class EdgeRefusal:
     description: str
 
 
-
-
 def allowed_hosts() -> list[str]:
     """ALLOWED_HOSTS, with Django's own DEBUG fallback to localhost."""
     hosts = list(settings.ALLOWED_HOSTS)

@@ -76,24 +76,17 @@ HEADER_ANNOTATION = "x-mcp-header"
 Fallback = Callable[[Send], Awaitable[None]]
 
 
-
-
-
-
-
-
-
-
-
-
 def visibility(principal: Principal, catalog: Catalog) -> tuple[Any, ...]:
     """What `policy.decide` reads from the caller, narrowed to what this catalog's tools ask about:
     equal tuples see the same tools, and callers differing only in what no tool asks for share one."""
-    scopes, permissions, clients = catalog.remember("visibility-inputs", lambda: (
-        frozenset().union(*(entry.scopes for entry in catalog.tools)),
-        frozenset().union(*(entry.permissions for entry in catalog.tools)),
-        frozenset().union(*(entry.allowed_clients for entry in catalog.tools)),
-    ))
+    scopes, permissions, clients = catalog.remember(
+        "visibility-inputs",
+        lambda: (
+            frozenset().union(*(entry.scopes for entry in catalog.tools)),
+            frozenset().union(*(entry.permissions for entry in catalog.tools)),
+            frozenset().union(*(entry.allowed_clients for entry in catalog.tools)),
+        ),
+    )
     return (
         "tools/list",
         principal.scopes & scopes,
@@ -111,13 +104,17 @@ async def serve_listing(
     """Send the encoded listing and say True; or let the SDK answer (and count it, as it counts every
     listing it serves), keep its answer for next time, and say False."""
     key = visibility(principal, catalog)
-    varying = catalog.remember("varying-tools", lambda: tuple(entry for entry in catalog.tools if entry.varies_by_caller))
+    varying = catalog.remember(
+        "varying-tools", lambda: tuple(entry for entry in catalog.tools if entry.varies_by_caller)
+    )
     if varying:
         # Tools whose schema depends on who calls: which schema each is, for this caller, is part of the key.
         key = (*key, await _variants(varying, principal))
     encoded = catalog.memo.get(key)
     if encoded is None:
-        listings = sum(1 for existing in catalog.memo if isinstance(existing, tuple) and existing[:1] == ("tools/list",))
+        listings = sum(
+            1 for existing in catalog.memo if isinstance(existing, tuple) and existing[:1] == ("tools/list",)
+        )
         await fallback(_capturing(send, catalog, key) if listings < MAX_VARIANTS else send)
         return False
     await send_json((200, reply(request_id, b"result", encoded)), send)
@@ -140,8 +137,10 @@ def _capturing(send: Send, catalog: Catalog, key: tuple[Any, ...]) -> Send:
         nonlocal status, json_body
         if message["type"] == "http.response.start":
             status = message["status"]
-            json_body = any(name.lower() == b"content-type" and value == b"application/json"
-                            for name, value in message.get("headers", []))
+            json_body = any(
+                name.lower() == b"content-type" and value == b"application/json"
+                for name, value in message.get("headers", [])
+            )
         elif message["type"] == "http.response.body" and status == 200 and json_body:
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
@@ -173,14 +172,23 @@ class Exchange:
 
 
 async def serve_call(
-    plain: PlainRequest, principal: Principal, catalog: Catalog, server: Server[Any], exchange: Exchange,
+    plain: PlainRequest,
+    principal: Principal,
+    catalog: Catalog,
+    server: Server[Any],
+    exchange: Exchange,
     json_response: bool,
 ) -> bool:
     """Run the call and send its answer, saying True; or let the SDK answer it (False)."""
     name = plain.params["name"]
     entry = catalog.get(name)
-    if entry is None or entry.requires_confirmation or name in _header_bound(catalog) or \
-            server.cache_hints.get("tools/call") is not None or not decide(principal, entry).allowed:
+    if (
+        entry is None
+        or entry.requires_confirmation
+        or name in _header_bound(catalog)
+        or server.cache_hints.get("tools/call") is not None
+        or not decide(principal, entry).allowed
+    ):
         await exchange.fallback(exchange.send)
         return False
     if logger.isEnabledFor(logging.DEBUG):  # before the answer leaves, so whoever reads it can see this line
@@ -195,9 +203,12 @@ async def serve_call(
 
 def _header_bound(catalog: Catalog) -> frozenset[str]:
     """Tools with `x-mcp-header` parameters: the SDK checks their headers against the arguments."""
-    return catalog.remember("fastpath-header-bound", lambda: frozenset(
-        entry.name for entry in catalog.tools if HEADER_ANNOTATION in json.dumps(thaw(entry.input_schema))
-    ))
+    return catalog.remember(
+        "fastpath-header-bound",
+        lambda: frozenset(
+            entry.name for entry in catalog.tools if HEADER_ANNOTATION in json.dumps(thaw(entry.input_schema))
+        ),
+    )
 
 
 async def _answer(
@@ -240,7 +251,8 @@ async def _answer(
         token = auth_context_var.set(exchange.caller())  # the caller the sealed state is bound to
         try:
             sealed = await _boundary(server)(
-                _SealedRequest("tools/call", params), _returning(shaped)  # type: ignore[arg-type]  # reads .method, .params only
+                _SealedRequest("tools/call", params),  # type: ignore[arg-type]  # reads .method, .params only
+                _returning(shaped),
             )
             shaped = cast("dict[str, Any]", sealed)  # what call_next returned, with the state sealed in
         except MCPError as exc:
@@ -266,8 +278,13 @@ def _plain_result(outcome: ToolOutcome, server: Server[Any]) -> dict[str, Any] |
     if outcome.input_required is not None or isinstance(outcome.value, ContentBundle):
         return None
     content, text, is_error = json_outcome(outcome)
-    return {"content": [{"type": "text", "text": text}], "structuredContent": content, "isError": is_error,
-            "resultType": "complete", "_meta": {SERVER_INFO_META_KEY: _server_info(server)}}
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": content,
+        "isError": is_error,
+        "resultType": "complete",
+        "_meta": {SERVER_INFO_META_KEY: _server_info(server)},
+    }
 
 
 def _server_info(server: Server[Any]) -> dict[str, Any]:
@@ -314,15 +331,3 @@ def _returning(wire: dict[str, Any]) -> Callable[[Any], Awaitable[dict[str, Any]
 
 def _boundary(server: Server[Any]) -> RequestStateBoundary:
     return next(middleware for middleware in server.middleware if isinstance(middleware, RequestStateBoundary))
-
-
-
-
-
-
-
-
-
-
-
-

@@ -43,11 +43,13 @@ def encode(value: Any) -> bytes:
 
 async def send_json(reply: tuple[int, bytes], send: Send) -> None:
     status, body = reply
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")],
-    })
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -95,8 +97,9 @@ async def answer_in_sse_mode(call: Awaitable[tuple[int, bytes]], receive: Receiv
         this_task.uncancel()
         return
     if keep_alive.started:
-        await send({"type": "http.response.body", "body": b"event: message\r\ndata: " + body + b"\r\n\r\n",
-                    "more_body": False})
+        await send(
+            {"type": "http.response.body", "body": b"event: message\r\ndata: " + body + b"\r\n\r\n", "more_body": False}
+        )
     else:
         await send_json((status, body), send)
 

@@ -69,11 +69,16 @@ def sdk_pieces() -> Borrowed:
 
 def is_candidate(method: str, headers: Mapping[str, str]) -> bool:
     """Cheap first look, before the body is read: a 2026-07-28 `tools/list` or `tools/call` POST."""
-    return method == "POST" and headers.get("mcp-method") in PARAMS_MODELS and \
-        headers.get("mcp-protocol-version") == MODERN
+    return (
+        method == "POST"
+        and headers.get("mcp-method") in PARAMS_MODELS
+        and headers.get("mcp-protocol-version") == MODERN
+    )
 
 
-async def plain_request(scope: Any, headers: Mapping[str, str], body: bytes, json_response: bool) -> PlainRequest | None:
+async def plain_request(
+    scope: Any, headers: Mapping[str, str], body: bytes, json_response: bool
+) -> PlainRequest | None:
     """The request, when it is one the SDK would answer plainly; else None (the SDK answers it)."""
     if any(name.startswith("mcp-param-") for name in headers):
         return None
@@ -88,8 +93,12 @@ async def plain_request(scope: Any, headers: Mapping[str, str], body: bytes, jso
     except (ValueError, RecursionError):
         return None
     method = headers.get("mcp-method")
-    if not isinstance(decoded, dict) or method not in PARAMS_MODELS or decoded.get("method") != method or \
-            "id" not in decoded:
+    if (
+        not isinstance(decoded, dict)
+        or method not in PARAMS_MODELS
+        or decoded.get("method") != method
+        or "id" not in decoded
+    ):
         return None
     try:
         envelope = JSONRPCRequest.model_validate(decoded)

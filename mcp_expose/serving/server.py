@@ -66,32 +66,10 @@ from mcp_expose.serving.wire import (
 logger = logging.getLogger("mcp_expose.server")
 
 
-
-
-
-
 def _refuse_cursor(params: types.PaginatedRequestParams | None) -> None:
     if params is not None and params.cursor is not None:
         # Every list fits in one page, so no cursor was ever issued.
         raise MCPError(code=types.INVALID_PARAMS, message="Invalid cursor")
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def build_server(
@@ -125,8 +103,11 @@ def build_server(
         """Everything the dispatcher needs to know about this request beyond its name and arguments."""
         headers = tool_headers_of(ctx)
         client = ClientInput.for_round(
-            ctx.session.client_capabilities, params.request_state, params.input_responses,
-            rounds=ctx.protocol_version in MODERN_PROTOCOL_VERSIONS, back_channel=back_channel(ctx),
+            ctx.session.client_capabilities,
+            params.request_state,
+            params.input_responses,
+            rounds=ctx.protocol_version in MODERN_PROTOCOL_VERSIONS,
+            back_channel=back_channel(ctx),
         )
         return CallRequest(
             protocol_version=ctx.protocol_version,
@@ -149,19 +130,33 @@ def build_server(
         _refuse_cursor(params)
         principal, catalog = await resolve(ctx)
         resources = [
-            types.Resource(uri=entry.uri, name=entry.name, title=entry.title, description=entry.description or None,
-                           mime_type=entry.capability.mime_type)
-            for entry in catalog.resources if not is_template(entry.uri) and decide(principal, entry).allowed
+            types.Resource(
+                uri=entry.uri,
+                name=entry.name,
+                title=entry.title,
+                description=entry.description or None,
+                mime_type=entry.capability.mime_type,
+            )
+            for entry in catalog.resources
+            if not is_template(entry.uri) and decide(principal, entry).allowed
         ]
         return types.ListResourcesResult(resources=resources, ttl_ms=0, cache_scope="private")
 
-    async def list_resource_templates(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
+    async def list_resource_templates(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> Any:
         _refuse_cursor(params)
         principal, catalog = await resolve(ctx)
         templates = [
-            types.ResourceTemplate(uri_template=entry.uri, name=entry.name, title=entry.title,
-                                   description=entry.description or None, mime_type=entry.capability.mime_type)
-            for entry in catalog.resources if is_template(entry.uri) and decide(principal, entry).allowed
+            types.ResourceTemplate(
+                uri_template=entry.uri,
+                name=entry.name,
+                title=entry.title,
+                description=entry.description or None,
+                mime_type=entry.capability.mime_type,
+            )
+            for entry in catalog.resources
+            if is_template(entry.uri) and decide(principal, entry).allowed
         ]
         return types.ListResourceTemplatesResult(resource_templates=templates, ttl_ms=0, cache_scope="private")
 
@@ -173,7 +168,9 @@ def build_server(
         except UnknownResource:
             raise MCPError(code=types.INVALID_PARAMS, message="Resource not found", data={"uri": uri}) from None
         except InvalidInput as exc:
-            raise MCPError(code=types.INVALID_PARAMS, message=exc.message, data={"uri": uri, "details": exc.details}) from None
+            raise MCPError(
+                code=types.INVALID_PARAMS, message=exc.message, data={"uri": uri, "details": exc.details}
+            ) from None
         except ReadFailed as exc:
             raise read_error(exc.failure, {"uri": uri}) from None
         return types.ReadResourceResult(
@@ -189,7 +186,9 @@ def build_server(
     async def get(ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams) -> Any:
         principal, catalog = await resolve(ctx)
         try:
-            entry, found = await get_prompt(catalog, principal, params.name, params.arguments, call_request(ctx, params))
+            entry, found = await get_prompt(
+                catalog, principal, params.name, params.arguments, call_request(ctx, params)
+            )
         except UnknownPrompt as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         except InvalidInput as exc:
@@ -205,12 +204,16 @@ def build_server(
         principal, catalog = await resolve(ctx)
         ref = params.ref
         values, total = await complete(
-            catalog, principal,
+            catalog,
+            principal,
             prompt=getattr(ref, "name", None) if ref.type == "ref/prompt" else None,
             uri=getattr(ref, "uri", None) if ref.type == "ref/resource" else None,
-            argument=params.argument.name, prefix=params.argument.value,
+            argument=params.argument.name,
+            prefix=params.argument.value,
         )
-        return types.CompleteResult(completion=types.Completion(values=values, total=total, has_more=total > len(values)))
+        return types.CompleteResult(
+            completion=types.Completion(values=values, total=total, has_more=total > len(values))
+        )
 
     async def set_log_level(ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams) -> Any:
         """2025-11-25 only: later log messages to this session start at this level."""
@@ -274,10 +277,6 @@ def build_server(
     return server
 
 
-
-
-
-
 async def answer_call(
     catalog: Catalog, principal: Principal, name: str, arguments: Mapping[str, Any] | None, request: CallRequest
 ) -> types.CallToolResult | types.InputRequiredResult:
@@ -295,36 +294,8 @@ async def call_outcome(
         raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
 
 
-
-
-
-
-
-
 listing_tally = ListingTally()
 
 
 async def count_listing() -> None:
     await listing_tally.count()  # never raises: what cannot be written now is kept for the next flush
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

@@ -74,7 +74,9 @@ def request_state_security() -> RequestStateSecurity:
     from django.utils.crypto import salted_hmac
 
     secrets = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
-    keys = [salted_hmac("mcp_expose.request-state", "key", secret=secret, algorithm="sha256").digest() for secret in secrets]
+    keys = [
+        salted_hmac("mcp_expose.request-state", "key", secret=secret, algorithm="sha256").digest() for secret in secrets
+    ]
     return RequestStateSecurity(keys=keys, ttl=get_settings().CONFIRMATION_TTL)
 
 

@@ -80,14 +80,20 @@ class SessionMemory:
 
     async def announce_lists_changed(self) -> None:
         """`notifications/*/list_changed` on every remembered session's standing stream."""
-        notifications = (types.ToolListChangedNotification(), types.PromptListChangedNotification(),
-                         types.ResourceListChangedNotification())
+        notifications = (
+            types.ToolListChangedNotification(),
+            types.PromptListChangedNotification(),
+            types.ResourceListChangedNotification(),
+        )
         await self._tell(list(self._peers), notifications)
 
     async def announce_resource_updated(self, uri: str) -> None:
         """`notifications/resources/updated` to the sessions subscribed to `uri`."""
-        subscribed = [session_id for session_id in self._peers
-                      if session_id in self._states and uri in self._states[session_id].subscriptions]
+        subscribed = [
+            session_id
+            for session_id in self._peers
+            if session_id in self._states and uri in self._states[session_id].subscriptions
+        ]
         params = types.ResourceUpdatedNotificationParams(uri=uri)
         await self._tell(subscribed, (types.ResourceUpdatedNotification(params=params),))
 
@@ -179,8 +185,12 @@ class SessionManager(StreamableHTTPSessionManager):
     async def _discard_session(self, session_id: str, transport: Any) -> None:
         idle = transport.idle_scope is not None and transport.idle_scope.cancel_called
         if idle and session_id in self._server_instances:
-            logger.debug("Ended session %s... idle for %s s; %d open", session_id[:8], self.session_idle_timeout,
-                         len(self._server_instances) - 1)
+            logger.debug(
+                "Ended session %s... idle for %s s; %d open",
+                session_id[:8],
+                self.session_idle_timeout,
+                len(self._server_instances) - 1,
+            )
         holder = self._holders.pop(session_id, None)
         if holder is not None:
             self.slots.give_back(holder)

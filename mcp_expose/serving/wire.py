@@ -44,8 +44,9 @@ def prompt_definition(entry: ToolEntry) -> types.Prompt:
         types.PromptArgument(name=name, description=spec.get("description"), required=name in required)
         for name, spec in schema.get("properties", {}).items()
     ]
-    return types.Prompt(name=entry.name, title=entry.title, description=entry.description or None,
-                        arguments=arguments or None)
+    return types.Prompt(
+        name=entry.name, title=entry.title, description=entry.description or None, arguments=arguments or None
+    )
 
 
 def tool_definition(entry: ToolEntry, input_schema: Mapping[str, Any] | None = None) -> types.Tool:
@@ -66,8 +67,11 @@ def tool_definition(entry: ToolEntry, input_schema: Mapping[str, Any] | None = N
 def caller_definitions(entries: Iterable[ToolEntry], principal: Principal) -> dict[str, types.Tool]:
     """The definitions of the tools whose schema depends on who calls, made for `principal` (in a worker
     thread: the view's code runs to tell)."""
-    return {entry.name: tool_definition(entry, entry.input_schema_for(principal))
-            for entry in entries if entry.varies_by_caller}
+    return {
+        entry.name: tool_definition(entry, entry.input_schema_for(principal))
+        for entry in entries
+        if entry.varies_by_caller
+    }
 
 
 def render_outcome(outcome: ToolOutcome) -> types.CallToolResult | types.InputRequiredResult:
@@ -87,7 +91,11 @@ def json_outcome(outcome: ToolOutcome) -> tuple[dict[str, Any], str, bool]:
         payload = {"error": outcome.failure.as_dict()}
         return payload, compact_json(payload), True
     content = structured(outcome.value)
-    return content, outcome.text if outcome.text is not None and content is outcome.value else compact_json(content), False
+    return (
+        content,
+        outcome.text if outcome.text is not None and content is outcome.value else compact_json(content),
+        False,
+    )
 
 
 def content_block(item: Any) -> Any:
@@ -99,15 +107,18 @@ def content_block(item: Any) -> Any:
     if isinstance(item, Audio):
         return types.AudioContent(data=b64(item.data), mime_type=item.mime_type)
     if isinstance(item, EmbeddedResource):
-        return types.EmbeddedResource(resource=resource_contents(item.uri, item.text if item.text is not None else item.blob,
-                                                                 item.mime_type))
+        return types.EmbeddedResource(
+            resource=resource_contents(item.uri, item.text if item.text is not None else item.blob, item.mime_type)
+        )
     return types.ResourceLink(uri=item.uri, name=item.name, description=item.description, mime_type=item.mime_type)
 
 
 def resource_contents(uri: str, value: Any, mime_type: str | None) -> Any:
     """Text stays text, bytes travel as base64, anything else as JSON."""
     if isinstance(value, bytes | bytearray):
-        return types.BlobResourceContents(uri=uri, blob=b64(bytes(value)), mime_type=mime_type or "application/octet-stream")
+        return types.BlobResourceContents(
+            uri=uri, blob=b64(bytes(value)), mime_type=mime_type or "application/octet-stream"
+        )
     if isinstance(value, str):
         return types.TextResourceContents(uri=uri, text=value, mime_type=mime_type or "text/plain")
     return types.TextResourceContents(uri=uri, text=compact_json(value), mime_type=mime_type or "application/json")
@@ -122,7 +133,8 @@ def internal_error(method: str) -> MCPError:
     incident = uuid.uuid4().hex[:16]
     logger.exception("MCP request %s failed unexpectedly (incident %s)", method, incident)
     return MCPError(
-        code=types.INTERNAL_ERROR, message="Internal error. Quote the incident id when reporting this.",
+        code=types.INTERNAL_ERROR,
+        message="Internal error. Quote the incident id when reporting this.",
         data={"incident": incident},
     )
 
@@ -131,8 +143,9 @@ def question_error(exc: MissingClientCapability | StaleConfirmation) -> MCPError
     """The protocol error for a question the client cannot answer, or a round already answered."""
     if isinstance(exc, MissingClientCapability):
         return MCPError(code=types.MISSING_REQUIRED_CLIENT_CAPABILITY, message=str(exc), data=exc.error_data())
-    return MCPError(code=types.INVALID_PARAMS, message="Invalid or expired requestState",
-                    data={"reason": "invalid_request_state"})
+    return MCPError(
+        code=types.INVALID_PARAMS, message="Invalid or expired requestState", data={"reason": "invalid_request_state"}
+    )
 
 
 def message_content(content: Any) -> Any:

@@ -36,7 +36,18 @@ class BookSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Book
-        fields = ["id", "title", "author", "author_detail", "isbn", "genre", "published", "price", "copies", "available"]
+        fields = [
+            "id",
+            "title",
+            "author",
+            "author_detail",
+            "isbn",
+            "genre",
+            "published",
+            "price",
+            "copies",
+            "available",
+        ]
         extra_kwargs = {"title": {"help_text": "The book's title as printed."}}
 
 
@@ -76,8 +87,9 @@ class BookViewSet(viewsets.ModelViewSet):
 
 class LoanSerializer(serializers.ModelSerializer):
     borrower = serializers.CharField(source="borrower.username", read_only=True)
-    days = serializers.IntegerField(write_only=True, min_value=1, max_value=30, default=14,
-                                    help_text="How many days to borrow the book for.")
+    days = serializers.IntegerField(
+        write_only=True, min_value=1, max_value=30, default=14, help_text="How many days to borrow the book for."
+    )
 
     class Meta:
         model = Loan
@@ -98,7 +110,9 @@ class StaffLoanSerializer(LoanSerializer):
     """What staff send: a loan may be made out to another member, at the desk."""
 
     borrower = serializers.SlugRelatedField(
-        slug_field="username", queryset=get_user_model().objects.all(), required=False,
+        slug_field="username",
+        queryset=get_user_model().objects.all(),
+        required=False,
         help_text="Lend to this member (their username); yourself if left out.",
     )
 

@@ -239,8 +239,12 @@ def book_cover_image(id: int) -> bytes:
 
 
 mcp_expose.resource(
-    "library://catalogue", view=views.BookListView, name="library.catalogue", mime_type="text/plain",
-    scopes=["library:read"], description="The catalogue page, as text.",
+    "library://catalogue",
+    view=views.BookListView,
+    name="library.catalogue",
+    mime_type="text/plain",
+    scopes=["library:read"],
+    description="The catalogue page, as text.",
 )
 
 

@@ -10,7 +10,9 @@ from django.utils.text import slugify
 
 class Author(models.Model):
     name = models.CharField(max_length=200, unique=True)
-    slug = models.SlugField(max_length=200, unique=True, blank=True, help_text="The author in URLs: /api/authors/<slug>/.")
+    slug = models.SlugField(
+        max_length=200, unique=True, blank=True, help_text="The author in URLs: /api/authors/<slug>/."
+    )
     born = models.PositiveIntegerField(null=True, blank=True, help_text="Year of birth.")
 
     class Meta:

@@ -7,7 +7,16 @@ from .models import Author, Book
 
 BOOKS = [
     ("Ursula K. Le Guin", 1929, "A Wizard of Earthsea", "978-0-547-72202-3", "fiction", date(1968, 11, 1), "9.99", 3),
-    ("Ursula K. Le Guin", 1929, "The Left Hand of Darkness", "978-0-441-47812-5", "fiction", date(1969, 3, 1), "12.50", 2),
+    (
+        "Ursula K. Le Guin",
+        1929,
+        "The Left Hand of Darkness",
+        "978-0-441-47812-5",
+        "fiction",
+        date(1969, 3, 1),
+        "12.50",
+        2,
+    ),
     ("Carl Sagan", 1934, "Cosmos", "978-0-345-53943-4", "science", date(1980, 10, 1), "18.00", 2),
     ("Carl Sagan", 1934, "Pale Blue Dot", "978-0-345-37659-6", "science", date(1994, 11, 1), "16.00", 1),
     ("Mary Beard", 1955, "SPQR", "978-1-631-49222-8", "history", date(2015, 10, 20), "20.00", 1),

@@ -24,8 +24,14 @@ pytestmark = [pytest.mark.live, pytest.mark.browser]
 CHROMIUM = os.environ.get("MCP_TEST_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
 ]
 
 
@@ -34,7 +40,9 @@ def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium is not installed at {CHROMIUM}: apt-get install chromium (scripts/test does it as root).")
+        pytest.fail(
+            f"Chromium is not installed at {CHROMIUM}: apt-get install chromium (scripts/test does it as root)."
+        )
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         instance = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
@@ -91,7 +99,9 @@ def log_in(tab: Tab, server: LiveServer, username: str = "admin", password: str 
 
 
 def tool_names(server: LiveServer, key: str) -> list[str]:
-    response = httpx2.post(server.mcp_url, content=jsonrpc_body("tools/list"), headers=modern_headers("tools/list", key))
+    response = httpx2.post(
+        server.mcp_url, content=jsonrpc_body("tools/list"), headers=modern_headers("tools/list", key)
+    )
     return [tool["name"] for tool in response.json()["result"]["tools"]]
 
 
@@ -173,8 +183,10 @@ def test_oauth_consent_for_a_registered_client(tab: Tab, server: LiveServer) -> 
     verifier, challenge = pkce_pair()
     params = authorize_params(client["client_id"], "mcp library:read", challenge, server.mcp_url)
     captured: list[str] = []
-    tab.page.route(REDIRECT_URI + "**", lambda route: (captured.append(route.request.url),
-                                                        route.fulfill(status=200, body="signed in")))
+    tab.page.route(
+        REDIRECT_URI + "**",
+        lambda route: (captured.append(route.request.url), route.fulfill(status=200, body="signed in")),
+    )
     tab.page.goto(server.base_url + "/o/authorize/?" + httpx2.QueryParams(params).__str__())
     tab.page.wait_for_url(re.compile(r".*/accounts/login/.*"))
     tab.page.fill("#id_username", "reader")

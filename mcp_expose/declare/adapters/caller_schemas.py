@@ -28,9 +28,18 @@ from mcp_expose.declare.json_schemas import closed
 from mcp_expose.declare.schema import SchemaSignature
 
 # Request attributes that say who is asking (or what they sent): reading one makes the result per-caller.
-CALLER_ATTRIBUTES = frozenset({
-    "user", "auth", "successful_authenticator", "authenticators", "META", "headers", "COOKIES", "session",
-})
+CALLER_ATTRIBUTES = frozenset(
+    {
+        "user",
+        "auth",
+        "successful_authenticator",
+        "authenticators",
+        "META",
+        "headers",
+        "COOKIES",
+        "session",
+    }
+)
 MAX_VARIANTS = 64  # distinct schemas kept per tool; beyond this the least used is compiled again when needed
 
 
@@ -72,7 +81,9 @@ class ViewSignature(SchemaSignature):
     def for_caller(self, principal: Principal | None) -> ViewSignature:
         return self
 
-    def explain_refusal(self, refusal: InvalidInput, arguments: Mapping[str, Any], context: InvocationContext) -> InvalidInput:
+    def explain_refusal(
+        self, refusal: InvalidInput, arguments: Mapping[str, Any], context: InvocationContext
+    ) -> InvalidInput:
         if self._explainer is None:
             return refusal
         return self._explainer(refusal, arguments, context, self.routing)
@@ -88,8 +99,13 @@ class CallerSchemas(ViewSignature):
 
     varies_by_caller = True
 
-    def __init__(self, input_schema: dict[str, Any], routing: Any,
-                 build: Callable[[Principal], tuple[dict[str, Any], Any]], explainer: Explainer | None = None) -> None:
+    def __init__(
+        self,
+        input_schema: dict[str, Any],
+        routing: Any,
+        build: Callable[[Principal], tuple[dict[str, Any], Any]],
+        explainer: Explainer | None = None,
+    ) -> None:
         super().__init__(input_schema, routing, explainer)
         self._build = build
         self._variants: OrderedDict[str, ViewSignature] = OrderedDict({self.variant: self})

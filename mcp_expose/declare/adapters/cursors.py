@@ -19,7 +19,9 @@ def cursor_for_url(url: str | None, scope: str) -> str | None:
     """The cursor that reproduces `url`'s query (the view's own next/previous link)."""
     if not url:
         return None
-    return signing.dumps({"s": scope, "q": parse_qsl(urlsplit(url).query, keep_blank_values=True)}, salt=SALT, compress=True)
+    return signing.dumps(
+        {"s": scope, "q": parse_qsl(urlsplit(url).query, keep_blank_values=True)}, salt=SALT, compress=True
+    )
 
 
 def cursor_for_values(values: dict[str, Any], scope: str) -> str:

@@ -62,8 +62,10 @@ def query_param_schema(name: str, spec: Any) -> dict[str, Any]:
         return {"type": QUERY_TYPES[spec]}
     if isinstance(spec, dict):
         return dict(spec)
-    raise DeclarationError(f"query parameter {name!r}: give a description, a type (str, int, float, bool), "
-                           "a (type, description) pair or a JSON schema.")
+    raise DeclarationError(
+        f"query parameter {name!r}: give a description, a type (str, int, float, bool), "
+        "a (type, description) pair or a JSON schema."
+    )
 
 
 def operation_schema(operation: ViewOperation, origin: str) -> dict[str, Any]:
@@ -98,8 +100,13 @@ def call_view(operation: ViewOperation, arguments: Mapping[str, Any], context: I
     query = {name: arguments[name] for name in operation.query_names if name in arguments}
     body = {name: arguments[name] for name in operation.body_names if name in arguments}
     request = view_request(
-        context, operation.method.upper(), operation.route.url_name, kwargs, query,
-        body if operation.method == "post" else None, encoding="form",
+        context,
+        operation.method.upper(),
+        operation.route.url_name,
+        kwargs,
+        query,
+        body if operation.method == "post" else None,
+        encoding="form",
     )
     response = run_view(operation.route.callback, request, kwargs)
     location = redirect_location(response)

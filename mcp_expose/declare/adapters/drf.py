@@ -47,15 +47,6 @@ from mcp_expose.declare.json_schemas import capped_parameters, object_schema
 logger = logging.getLogger("mcp_expose.views")
 
 
-
-
-
-
-
-
-
-
-
 def build_signature(operation: Operation, origin: str) -> ViewSignature:
     """The operation's signature: one schema for everyone, or (when the serializer choice reads who is
     asking) a schema per caller, see `caller_schemas`."""
@@ -81,7 +72,8 @@ def operation_schema(
     `reads` collects which attributes of the request saying who is asking the serializer step read."""
     view = view_instance(operation, principal)
     url_schemas = {
-        name: lookup_schema(operation.view_class, name, schema) for name, schema in operation.route.kwarg_properties().items()
+        name: lookup_schema(operation.view_class, name, schema)
+        for name, schema in operation.route.kwarg_properties().items()
     }
     capped_parameters(url_schemas)
     query: dict[str, Any] = {}
@@ -93,7 +85,13 @@ def operation_schema(
         paginator = getattr(view, "paginator", None)
         if paginator is not None:
             operation.paginated = True
-            query.update({name: schema for name, schema in component_parameters(paginator, view).items() if name != PAGINATOR_CURSOR})
+            query.update(
+                {
+                    name: schema
+                    for name, schema in component_parameters(paginator, view).items()
+                    if name != PAGINATOR_CURSOR
+                }
+            )
             query[PAGINATOR_CURSOR] = {
                 "type": "string",
                 "maxLength": CURSOR_MAX_LENGTH,
@@ -123,16 +121,23 @@ def operation_schema(
     for name, schema in url_schemas.items():
         argument = name if name not in query and name not in body else f"url_{name}"
         if argument in query or argument in body:
-            raise DeclarationError(f"{origin}: the URL keyword {name!r} and the arguments {name!r} and {argument!r} "
-                                   "clash; rename one of them.")
+            raise DeclarationError(
+                f"{origin}: the URL keyword {name!r} and the arguments {name!r} and {argument!r} "
+                "clash; rename one of them."
+            )
         properties[argument] = {**schema, "description": f"The {name} in the URL."}
         url[argument] = name
     required = list(properties)
     _merge(properties, query, origin, "query parameter")
     _merge(properties, body, origin, "serializer field")
     required.extend(name for name in body_required if name not in required)
-    routing = Routing(url=MappingProxyType(url), query=frozenset(query), body=frozenset(body), files=frozenset(files),
-                      encoding=encoding)
+    routing = Routing(
+        url=MappingProxyType(url),
+        query=frozenset(query),
+        body=frozenset(body),
+        files=frozenset(files),
+        encoding=encoding,
+    )
     return object_schema(properties, required), routing
 
 
@@ -156,8 +161,11 @@ def body_encoding(view: Any, body: Mapping[str, Any], files: list[str], origin: 
     from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 
     parsers = [type(parser) for parser in view.get_parsers()]
-    takes = {kind for kind, base in (("json", JSONParser), ("multipart", MultiPartParser), ("form", FormParser))
-             if any(issubclass(parser, base) for parser in parsers)}
+    takes = {
+        kind
+        for kind, base in (("json", JSONParser), ("multipart", MultiPartParser), ("form", FormParser))
+        if any(issubclass(parser, base) for parser in parsers)
+    }
     names = ", ".join(parser.__name__ for parser in parsers) or "none"
     if files and "multipart" not in takes:
         raise DeclarationError(
@@ -188,19 +196,13 @@ def _is_nested(schema: Mapping[str, Any]) -> bool:
     return "object" in kinds or (isinstance(items, Mapping) and items.get("type") == "object")
 
 
-
-
-
-
-
-
-
-
 def _merge(properties: dict[str, Any], extra: dict[str, Any], origin: str, what: str) -> None:
     for name, schema in extra.items():
         if name in properties:
-            raise DeclarationError(f"{origin}: the {what} {name!r} has the same name as a URL keyword or "
-                                   "another argument; rename one of them.")
+            raise DeclarationError(
+                f"{origin}: the {what} {name!r} has the same name as a URL keyword or "
+                "another argument; rename one of them."
+            )
         properties[name] = schema
 
 
@@ -222,20 +224,3 @@ def _signature(operation: Operation) -> ViewSignature:
     if operation.signature is None:
         raise RuntimeError("the operation is called before its schema was built")
     return operation.signature
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

@@ -84,7 +84,9 @@ def operations_for(view: type, routes: list[Route], actions: list[str] | None) -
     return operations
 
 
-def view_instance(operation: Operation, principal: Principal | None = None, kwargs: Mapping[str, Any] | None = None) -> Any:
+def view_instance(
+    operation: Operation, principal: Principal | None = None, kwargs: Mapping[str, Any] | None = None
+) -> Any:
     """The view as it stands before handling a request from `principal` (nobody, by default): its
     request is a real DRF request for that caller, so code that reads `request.user` reads a user."""
     from django.contrib.auth.models import AnonymousUser
@@ -121,15 +123,29 @@ def view_call_request(
     body = {name: arguments[name] for name in routing.body - routing.files if name in arguments}
     files = {name: uploaded_file(arguments[name], name) for name in routing.files if arguments.get(name) is not None}
     return view_request(
-        context, operation.method.upper(), operation.route.url_name, url_kwargs(routing, arguments), query,
-        body if operation.method in BODY_METHODS else None, encoding=routing.encoding, files=files,
+        context,
+        operation.method.upper(),
+        operation.route.url_name,
+        url_kwargs(routing, arguments),
+        query,
+        body if operation.method in BODY_METHODS else None,
+        encoding=routing.encoding,
+        files=files,
     )
 
 
 def paginator_keys(operation: Operation) -> frozenset[str]:
     paginator = getattr(view_instance(operation), "paginator", None)
-    names = {getattr(paginator, attribute, None) for attribute in
-             ("page_query_param", "page_size_query_param", "limit_query_param", "offset_query_param", "cursor_query_param")}
+    names = {
+        getattr(paginator, attribute, None)
+        for attribute in (
+            "page_query_param",
+            "page_size_query_param",
+            "limit_query_param",
+            "offset_query_param",
+            "cursor_query_param",
+        )
+    }
     return frozenset(name for name in names if name)
 
 

@@ -77,6 +77,7 @@ def ordering_schema(fields: list[str]) -> dict[str, Any]:
         "type": "string",
         "pattern": rf"^\s*{one}\s*(?:,\s*{one}\s*)*$",
         "maxLength": sum(len(name) + 2 for name in fields),
-        "description": "Sort by these fields, comma-separated; \"-\" before one sorts it descending. Allowed: "
-                       + ", ".join(fields) + ".",
+        "description": 'Sort by these fields, comma-separated; "-" before one sorts it descending. Allowed: '
+        + ", ".join(fields)
+        + ".",
     }

@@ -38,15 +38,23 @@ def validates_with_serializer(operation: Operation) -> bool:
             return False
         handlers = [GENERIC_WRITES[operation.method]]
     for name in handlers:
-        mixin = {"create": mixins.CreateModelMixin, "update": mixins.UpdateModelMixin,
-                 "partial_update": mixins.UpdateModelMixin}.get(name)
+        mixin = {
+            "create": mixins.CreateModelMixin,
+            "update": mixins.UpdateModelMixin,
+            "partial_update": mixins.UpdateModelMixin,
+        }.get(name)
         if mixin is None or not issubclass(view, mixin) or getattr(view, name) is not getattr(mixin, name):
             return False
     return True
 
 
-def explain_with_view(operation: Operation, refusal: InvalidInput, arguments: Mapping[str, Any], context: InvocationContext,
-             routing: Routing) -> InvalidInput:
+def explain_with_view(
+    operation: Operation,
+    refusal: InvalidInput,
+    arguments: Mapping[str, Any],
+    context: InvocationContext,
+    routing: Routing,
+) -> InvalidInput:
     """The schema's refusal joined with what the view's serializer says about the same arguments, as over HTTP
     (where the view reports every field at once). Runs the view's permission checks and its object lookup,
     then validates without saving; a refused lookup is answered as the view answers it."""
@@ -59,12 +67,14 @@ def explain_with_view(operation: Operation, refusal: InvalidInput, arguments: Ma
         return refusal
     reported = {problem["path"] for problem in view_problems}
     kept = [problem for problem in problems if problem["path"] not in reported]
-    return InvalidInput("The view refused the arguments.",
-                        details=sorted([*view_problems, *kept], key=lambda problem: problem["path"]))
+    return InvalidInput(
+        "The view refused the arguments.", details=sorted([*view_problems, *kept], key=lambda problem: problem["path"])
+    )
 
 
-def serializer_errors(operation: Operation, routing: Routing, arguments: Mapping[str, Any],
-                       context: InvocationContext) -> list[dict[str, str]]:
+def serializer_errors(
+    operation: Operation, routing: Routing, arguments: Mapping[str, Any], context: InvocationContext
+) -> list[dict[str, str]]:
     from django.http import Http404
     from rest_framework import exceptions
 

@@ -19,11 +19,20 @@ FILE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         # Written into the multipart part's headers: no control characters, quotes or path separators.
-        "filename": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": '^[^\\x00-\\x1f\\x7f"\\\\/]+$',
-                     "description": "The file's name."},
+        "filename": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "pattern": '^[^\\x00-\\x1f\\x7f"\\\\/]+$',
+            "description": "The file's name.",
+        },
         "content_base64": {"type": "string", "contentEncoding": "base64", "description": "The file's bytes, base64."},
-        "content_type": {"type": "string", "maxLength": 255, "pattern": "^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$",
-                         "description": "Its media type, e.g. text/csv."},
+        "content_type": {
+            "type": "string",
+            "maxLength": 255,
+            "pattern": "^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$",
+            "description": "Its media type, e.g. text/csv.",
+        },
     },
     "required": ["filename", "content_base64"],
     "additionalProperties": False,
@@ -39,8 +48,10 @@ def serializer_input_schema(
     from rest_framework import serializers
 
     if depth > MAX_NESTING:
-        raise DeclarationError(f"{origin}: serializers nest more than {MAX_NESTING} levels; a serializer that "
-                               "contains itself cannot be described without references.")
+        raise DeclarationError(
+            f"{origin}: serializers nest more than {MAX_NESTING} levels; a serializer that "
+            "contains itself cannot be described without references."
+        )
     properties: dict[str, Any] = {}
     required: list[str] = []
     for name, field in serializer.fields.items():
@@ -92,7 +103,10 @@ def drf_field_schema(field: Any, *, origin: str, depth: int) -> dict[str, Any] |
     elif isinstance(field, fields.ListField):
         schema = {"type": "array", "items": drf_field_schema(field.child, origin=origin, depth=depth) or {}}
     elif isinstance(field, fields.DictField):
-        schema = {"type": "object", "additionalProperties": drf_field_schema(field.child, origin=origin, depth=depth) or {}}
+        schema = {
+            "type": "object",
+            "additionalProperties": drf_field_schema(field.child, origin=origin, depth=depth) or {},
+        }
     else:
         schema = _scalar_schema(field, _drf_scalars())
     _bounds(schema, field)
@@ -112,14 +126,19 @@ def drf_field_schema(field: Any, *, origin: str, depth: int) -> dict[str, Any] |
 def _bounds(schema: dict[str, Any], field: Any) -> None:
     """The field's lengths and bounds: an array's lengths count items (`maxItems`), a string's characters."""
     is_array = schema.get("type") == "array"
-    lengths = (("max_length", "maxItems"), ("min_length", "minItems")) if is_array else \
-        (("max_length", "maxLength"), ("min_length", "minLength"))
+    lengths = (
+        (("max_length", "maxItems"), ("min_length", "minItems"))
+        if is_array
+        else (("max_length", "maxLength"), ("min_length", "minLength"))
+    )
     if is_array and getattr(field, "allow_empty", True) is False and getattr(field, "min_length", None) is None:
         schema["minItems"] = 1
     for attribute, keyword in (*lengths, ("max_value", "maximum"), ("min_value", "minimum")):
         value = getattr(field, attribute, None)
         if value is not None and not hasattr(value, "resolve"):
-            schema[keyword] = float(value) if keyword in ("maximum", "minimum") and not isinstance(value, int) else value
+            schema[keyword] = (
+                float(value) if keyword in ("maximum", "minimum") and not isinstance(value, int) else value
+            )
 
 
 def form_input_schema(form_class: Any, *, origin: str) -> dict[str, Any]:

@@ -240,9 +240,10 @@ def uploaded_file(value: Mapping[str, Any], name: str) -> Any:
     try:
         content = base64.b64decode(value["content_base64"], validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidInput("A file is not valid base64.", details=[
-            {"path": f"$.{name}.content_base64", "message": "Not valid base64."}
-        ]) from None
+        raise InvalidInput(
+            "A file is not valid base64.",
+            details=[{"path": f"$.{name}.content_base64", "message": "Not valid base64."}],
+        ) from None
     return SimpleUploadedFile(value["filename"], content, value.get("content_type") or "application/octet-stream")
 
 
@@ -291,7 +292,25 @@ def is_login_redirect(location: str) -> bool:
 
 class _TextExtractor(HTMLParser):
     SKIP = {"script", "style", "head", "title", "noscript", "template"}
-    BLOCK = {"p", "div", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "br", "section", "article", "main", "table", "ul", "ol"}
+    BLOCK = {
+        "p",
+        "div",
+        "li",
+        "tr",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "br",
+        "section",
+        "article",
+        "main",
+        "table",
+        "ul",
+        "ol",
+    }
 
     def __init__(self, main_only: bool) -> None:
         super().__init__(convert_charrefs=True)

@@ -43,7 +43,9 @@ def iter_routes() -> Iterator[Route]:
     yield from _walk(get_resolver(), "", [], {})
 
 
-def _walk(resolver: URLResolver, prefix: str, namespaces: list[str], kwargs: dict[str, dict[str, Any]]) -> Iterator[Route]:
+def _walk(
+    resolver: URLResolver, prefix: str, namespaces: list[str], kwargs: dict[str, dict[str, Any]]
+) -> Iterator[Route]:
     for pattern in resolver.url_patterns:
         template, pattern_kwargs = _describe(pattern.pattern)
         if isinstance(pattern, URLResolver):
@@ -62,7 +64,10 @@ def _walk(resolver: URLResolver, prefix: str, namespaces: list[str], kwargs: dic
 def _describe(pattern: Any) -> tuple[str, dict[str, dict[str, Any]]]:
     """A readable template and the keyword arguments (with schemas) of one pattern."""
     if isinstance(pattern, RoutePattern):  # path("books/<int:pk>/")
-        kwargs = {name: dict(CONVERTER_SCHEMAS.get(type(conv), {"type": "string"})) for name, conv in pattern.converters.items()}
+        kwargs = {
+            name: dict(CONVERTER_SCHEMAS.get(type(conv), {"type": "string"}))
+            for name, conv in pattern.converters.items()
+        }
         return str(pattern), kwargs
     regex = pattern.regex.pattern  # RegexPattern: DRF routers produce these
     groups = named_groups(regex)
@@ -70,7 +75,9 @@ def _describe(pattern: Any) -> tuple[str, dict[str, dict[str, Any]]]:
     for name, group in groups.items():
         template = template.replace(f"(?P<{name}>{group})", f"<{name}>", 1)
     template = template.lstrip("^").rstrip("$").replace("\\.", ".")
-    return template, {name: {"type": "string", "minLength": 1, "pattern": f"^(?:{group})$"} for name, group in groups.items()}
+    return template, {
+        name: {"type": "string", "minLength": 1, "pattern": f"^(?:{group})$"} for name, group in groups.items()
+    }
 
 
 def named_groups(regex: str) -> dict[str, str]:
@@ -92,14 +99,14 @@ def named_groups(regex: str) -> dict[str, str]:
                 in_class = char != "]" or regex[index - 1] == "["
             elif char == "[":
                 in_class = True
-                if regex[index + 1:index + 2] == "^":
+                if regex[index + 1 : index + 2] == "^":
                     index += 1
             elif char == "(":
                 depth += 1
             elif char == ")":
                 depth -= 1
             index += 1
-        groups[start.group(1)] = regex[start.end():index - 1]
+        groups[start.group(1)] = regex[start.end() : index - 1]
     return groups
 
 

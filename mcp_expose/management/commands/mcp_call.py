@@ -22,7 +22,8 @@ class Command(BaseCommand):
         parser.add_argument("--user", required=True, help="Call as this user.")
         parser.add_argument("--scopes", help="Space-separated scopes the caller holds (default: all).")
         parser.add_argument(
-            "--base-url", default="",
+            "--base-url",
+            default="",
             help="This site's address (e.g. https://shop.example.com), for the links views build; default http://localhost.",
         )
 

@@ -21,7 +21,8 @@ class Command(BaseCommand):
         parser.add_argument("--user", required=True, help="Serve as this user (their Django permissions apply).")
         parser.add_argument("--scopes", help="Space-separated scopes to hold (default: every scope tools use).")
         parser.add_argument(
-            "--base-url", default="",
+            "--base-url",
+            default="",
             help="This site's address (e.g. http://localhost:8000), for approval-page links and the links views build.",
         )
 

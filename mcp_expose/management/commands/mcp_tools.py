@@ -17,7 +17,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--user", help="Show what this user sees (their Django permissions apply).")
         parser.add_argument("--scopes", help="Space-separated scopes the caller holds (default: all).")
-        parser.add_argument("--json", action="store_true", dest="as_json", help="Print the tools exactly as tools/list sends them.")
+        parser.add_argument(
+            "--json", action="store_true", dest="as_json", help="Print the tools exactly as tools/list sends them."
+        )
 
     def handle(self, *args: Any, user: str | None, scopes: str | None, as_json: bool, **options: Any) -> None:
         catalog = provider.get_sync()
@@ -28,8 +30,12 @@ class Command(BaseCommand):
             entries = [entry for entry in entries if decide(principal, entry).allowed]
         if as_json:
             # A view whose serializer depends on who calls shows this user's schema (with no --user: nobody's).
-            tools = [tool_definition(entry, entry.input_schema_for(principal)).model_dump(
-                mode="json", by_alias=True, exclude_none=True) for entry in entries]
+            tools = [
+                tool_definition(entry, entry.input_schema_for(principal)).model_dump(
+                    mode="json", by_alias=True, exclude_none=True
+                )
+                for entry in entries
+            ]
             self.stdout.write(json.dumps({"tools": tools}, indent=2, ensure_ascii=False))
             return
         if not entries:

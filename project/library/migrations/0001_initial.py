@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,44 +15,71 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Author',
+            name="Author",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, unique=True)),
-                ('born', models.PositiveIntegerField(blank=True, help_text='Year of birth.', null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200, unique=True)),
+                ("born", models.PositiveIntegerField(blank=True, help_text="Year of birth.", null=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Book',
+            name="Book",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('title', models.CharField(max_length=300)),
-                ('isbn', models.CharField(max_length=17, unique=True, verbose_name='ISBN')),
-                ('genre', models.CharField(choices=[('fiction', 'Fiction'), ('science', 'Science'), ('history', 'History'), ('children', 'Children')], default='fiction', max_length=20)),
-                ('published', models.DateField(blank=True, null=True)),
-                ('price', models.DecimalField(decimal_places=2, default=0, max_digits=8)),
-                ('copies', models.PositiveIntegerField(default=1, help_text='Copies the library owns.')),
-                ('author', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='books', to='library.author')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("title", models.CharField(max_length=300)),
+                ("isbn", models.CharField(max_length=17, unique=True, verbose_name="ISBN")),
+                (
+                    "genre",
+                    models.CharField(
+                        choices=[
+                            ("fiction", "Fiction"),
+                            ("science", "Science"),
+                            ("history", "History"),
+                            ("children", "Children"),
+                        ],
+                        default="fiction",
+                        max_length=20,
+                    ),
+                ),
+                ("published", models.DateField(blank=True, null=True)),
+                ("price", models.DecimalField(decimal_places=2, default=0, max_digits=8)),
+                ("copies", models.PositiveIntegerField(default=1, help_text="Copies the library owns.")),
+                (
+                    "author",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="books", to="library.author"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['title'],
+                "ordering": ["title"],
             },
         ),
         migrations.CreateModel(
-            name='Loan',
+            name="Loan",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('borrowed_on', models.DateField(default=datetime.date.today)),
-                ('due_on', models.DateField()),
-                ('returned_at', models.DateTimeField(blank=True, null=True)),
-                ('book', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='loans', to='library.book')),
-                ('borrower', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='loans', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("borrowed_on", models.DateField(default=datetime.date.today)),
+                ("due_on", models.DateField()),
+                ("returned_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "book",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="loans", to="library.book"
+                    ),
+                ),
+                (
+                    "borrower",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="loans", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-borrowed_on', '-pk'],
+                "ordering": ["-borrowed_on", "-pk"],
             },
         ),
     ]

@@ -26,8 +26,10 @@ class Migration(migrations.Migration):
         migrations.AddField("author", "slug", models.SlugField(max_length=200, null=True, db_index=False)),
         migrations.RunPython(fill_slugs, migrations.RunPython.noop),
         migrations.AlterField(
-            "author", "slug",
-            models.SlugField(max_length=200, unique=True, blank=True,
-                             help_text="The author in URLs: /api/authors/<slug>/."),
+            "author",
+            "slug",
+            models.SlugField(
+                max_length=200, unique=True, blank=True, help_text="The author in URLs: /api/authors/<slug>/."
+            ),
         ),
     ]

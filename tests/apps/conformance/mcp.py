@@ -26,7 +26,9 @@ from mcp_expose import (
     Text,
 )
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+)
 WAV = base64.b64decode("UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=")
 
 NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
@@ -56,6 +58,7 @@ async def _greet(context: InvocationContext) -> Text:
 
 # Content results
 
+
 @mcp_expose.tool(name="test_simple_text", read_only=True)
 def simple_text() -> Text:
     """A single text block."""
@@ -77,8 +80,9 @@ def audio_content() -> Audio:
 @mcp_expose.tool(name="test_embedded_resource", read_only=True)
 def embedded_resource() -> EmbeddedResource:
     """A resource carried inside the result."""
-    return EmbeddedResource("test://embedded-resource", text="This is an embedded resource content.",
-                            mime_type="text/plain")
+    return EmbeddedResource(
+        "test://embedded-resource", text="This is an embedded resource content.", mime_type="text/plain"
+    )
 
 
 @mcp_expose.tool(name="test_multiple_content_types", read_only=True)
@@ -87,8 +91,9 @@ def multiple_content_types() -> list[Any]:
     return [
         "Multiple content types test:",
         Image(PNG, "image/png"),
-        EmbeddedResource("test://mixed-content-resource", text='{"test": "data", "value": 123}',
-                         mime_type="application/json"),
+        EmbeddedResource(
+            "test://mixed-content-resource", text='{"test": "data", "value": 123}', mime_type="application/json"
+        ),
     ]
 
 
@@ -99,6 +104,7 @@ def error_handling() -> str:
 
 
 # Progress, logging, streams
+
 
 @mcp_expose.tool(name="test_tool_with_progress", read_only=True)
 async def tool_with_progress(context: InvocationContext) -> Text:
@@ -140,6 +146,7 @@ async def reconnection(context: InvocationContext) -> Text:
 
 # Asking the client (2025-11-25 back-channel and 2026-07-28 input_required alike)
 
+
 @mcp_expose.tool(name="test_sampling", read_only=True)
 async def sampling(prompt: str, context: InvocationContext) -> Text:
     """Asks the client's model."""
@@ -150,8 +157,11 @@ async def sampling(prompt: str, context: InvocationContext) -> Text:
 @mcp_expose.tool(name="test_elicitation", read_only=True)
 async def elicitation(message: str, context: InvocationContext) -> Text:
     """Asks the user for a response."""
-    form = {"type": "object", "properties": {"response": {"type": "string", "description": "User's response"}},
-            "required": ["response"]}
+    form = {
+        "type": "object",
+        "properties": {"response": {"type": "string", "description": "User's response"}},
+        "required": ["response"],
+    }
     answer = (await context.ask({"response": Elicit(message, form)}))["response"]
     return Text(f"User response: action={answer.action}, content={_content_json(answer)}")
 
@@ -165,8 +175,12 @@ async def elicitation_defaults(context: InvocationContext) -> Text:
             "name": {"type": "string", "description": "User name", "default": "John Doe"},
             "age": {"type": "integer", "description": "User age", "default": 30},
             "score": {"type": "number", "description": "User score", "default": 95.5},
-            "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"],
-                       "default": "active"},
+            "status": {
+                "type": "string",
+                "description": "User status",
+                "enum": ["active", "inactive", "pending"],
+                "default": "active",
+            },
             "verified": {"type": "boolean", "description": "Verification status", "default": True},
         },
     }
@@ -180,19 +194,42 @@ async def elicitation_enums(context: InvocationContext) -> Text:
     form = {
         "type": "object",
         "properties": {
-            "untitledSingle": {"type": "string", "description": "Simple enum without titles",
-                               "enum": ["active", "inactive", "pending"]},
-            "titledSingle": {"type": "string", "description": "Enum with titled options (oneOf)", "oneOf": [
-                {"const": "low", "title": "Low Priority"}, {"const": "medium", "title": "Medium Priority"},
-                {"const": "high", "title": "High Priority"}]},
-            "untitledMulti": {"type": "array", "description": "Multi-select without titles",
-                              "items": {"type": "string", "enum": ["read", "write", "execute"]}},
-            "titledMulti": {"type": "array", "description": "Multi-select with titled options", "items": {"anyOf": [
-                {"const": "feature", "title": "New Feature"}, {"const": "bug", "title": "Bug Fix"},
-                {"const": "docs", "title": "Documentation"}]}},
-            "legacyEnum": {"type": "string", "description": "Legacy enum with enumNames",
-                           "enum": ["small", "medium", "large"],
-                           "enumNames": ["Small Size", "Medium Size", "Large Size"]},
+            "untitledSingle": {
+                "type": "string",
+                "description": "Simple enum without titles",
+                "enum": ["active", "inactive", "pending"],
+            },
+            "titledSingle": {
+                "type": "string",
+                "description": "Enum with titled options (oneOf)",
+                "oneOf": [
+                    {"const": "low", "title": "Low Priority"},
+                    {"const": "medium", "title": "Medium Priority"},
+                    {"const": "high", "title": "High Priority"},
+                ],
+            },
+            "untitledMulti": {
+                "type": "array",
+                "description": "Multi-select without titles",
+                "items": {"type": "string", "enum": ["read", "write", "execute"]},
+            },
+            "titledMulti": {
+                "type": "array",
+                "description": "Multi-select with titled options",
+                "items": {
+                    "anyOf": [
+                        {"const": "feature", "title": "New Feature"},
+                        {"const": "bug", "title": "Bug Fix"},
+                        {"const": "docs", "title": "Documentation"},
+                    ]
+                },
+            },
+            "legacyEnum": {
+                "type": "string",
+                "description": "Legacy enum with enumNames",
+                "enum": ["small", "medium", "large"],
+                "enumNames": ["Small Size", "Medium Size", "Large Size"],
+            },
         },
         "required": ["untitledSingle", "titledSingle", "untitledMulti", "titledMulti", "legacyEnum"],
     }
@@ -231,11 +268,13 @@ async def input_request_state(context: InvocationContext) -> Text:
 @mcp_expose.tool(name="test_input_required_result_multiple_inputs", read_only=True)
 async def input_multiple(context: InvocationContext) -> Text:
     """Asks three things at once: a form, a completion and the roots."""
-    answers = await context.ask({
-        "user_name": Elicit("What is your name?", NAME_FORM),
-        "greeting": Sample("Generate a greeting", max_tokens=50),
-        "client_roots": ListRoots(),
-    })
+    answers = await context.ask(
+        {
+            "user_name": Elicit("What is your name?", NAME_FORM),
+            "greeting": Sample("Generate a greeting", max_tokens=50),
+            "client_roots": ListRoots(),
+        }
+    )
     name = _accepted(answers["user_name"], "name", "stranger")
     return Text(f"{_sampled_text(answers['greeting'])} {name}, with {len(answers['client_roots'].roots)} roots")
 
@@ -277,6 +316,7 @@ async def streaming_elicitation(context: InvocationContext) -> Text:
 
 # List changes: each call flips a real exposure row, as an administrator would.
 
+
 @mcp_expose.tool(name="test_toggled_tool", read_only=True)
 def toggled_tool() -> Text:
     """Switched on and off by test_trigger_tool_change."""
@@ -314,8 +354,10 @@ def trigger_prompt_change() -> Text:
 
 @mcp_expose.tool(name="test_custom_header", read_only=True)
 def custom_header(
-    region: Annotated[str, Field(description="Also sent as the Mcp-Param-Region header.",
-                                 json_schema_extra={"x-mcp-header": "Region"})],
+    region: Annotated[
+        str,
+        Field(description="Also sent as the Mcp-Param-Region header.", json_schema_extra={"x-mcp-header": "Region"}),
+    ],
 ) -> Text:
     """A parameter mirrored into an HTTP header (SEP-2243), which the server checks against the body."""
     return Text(f"Region {region}")
@@ -330,6 +372,7 @@ def touch_watched_resource() -> Text:
 
 # A schema type hints cannot say
 
+
 @mcp_expose.tool(
     name="json_schema_2020_12_tool",
     description="Tool with JSON Schema 2020-12 features",
@@ -337,8 +380,13 @@ def touch_watched_resource() -> Text:
     input_schema={
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
-        "$defs": {"address": {"$anchor": "addressDef", "type": "object",
-                              "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+        "$defs": {
+            "address": {
+                "$anchor": "addressDef",
+                "type": "object",
+                "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+            }
+        },
         "properties": {
             "name": {"type": "string"},
             "address": {"$ref": "#/$defs/address"},
@@ -359,6 +407,7 @@ def json_schema_2020_12(**arguments: Any) -> dict[str, Any]:
 
 
 # Resources
+
 
 @mcp_expose.resource("test://static-text", name="static_text", mime_type="text/plain")
 def static_text() -> str:
@@ -381,6 +430,7 @@ def watched_resource() -> str:
 
 
 # Prompts
+
 
 @mcp_expose.prompt(name="test_simple_prompt")
 def simple_prompt() -> str:

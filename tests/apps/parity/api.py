@@ -44,8 +44,15 @@ class CoverUpload(APIView):
         serializer = CoverSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         cover = serializer.validated_data["cover"]
-        return Response({"title": serializer.validated_data["title"], "name": cover.name, "size": cover.size,
-                         "head": cover.read(4).hex()}, status=status.HTTP_201_CREATED)
+        return Response(
+            {
+                "title": serializer.validated_data["title"],
+                "name": cover.name,
+                "size": cover.size,
+                "head": cover.read(4).hex(),
+            },
+            status=status.HTTP_201_CREATED,
+        )
 
 
 class RawUpload(APIView):

@@ -119,8 +119,12 @@ async def launch_named(target: str, context: InvocationContext) -> str:
 @mcp_expose.tool(read_only=True)
 async def ask_twice(context: InvocationContext) -> str:
     """Asks two different questions under the same key, one after the other."""
-    first = (await context.ask({"v": Elicit("First?", {"type": "object", "properties": {"first": {"type": "string"}}})}))["v"]
-    second = (await context.ask({"v": Elicit("Second?", {"type": "object", "properties": {"second": {"type": "string"}}})}))["v"]
+    first = (
+        await context.ask({"v": Elicit("First?", {"type": "object", "properties": {"first": {"type": "string"}}})})
+    )["v"]
+    second = (
+        await context.ask({"v": Elicit("Second?", {"type": "object", "properties": {"second": {"type": "string"}}})})
+    )["v"]
     return f"{(first.content or {}).get('first')} {(second.content or {}).get('second')}"
 
 
@@ -171,8 +175,13 @@ class Order(BaseModel):
 @mcp_expose.tool(read_only=True)
 def shapes(order: Order, where: Point, labels: dict[str, Tag] | None = None) -> dict[str, object]:
     """Nested shapes of every kind (a model holding a TypedDict and a list of models, a dataclass, a mapping)."""
-    return {"item": order.item, "window": order.window, "tags": len(order.tags), "x": where.x,
-            "labels": sorted(labels or {})}
+    return {
+        "item": order.item,
+        "window": order.window,
+        "tags": len(order.tags),
+        "x": where.x,
+        "labels": sorted(labels or {}),
+    }
 
 
 mcp_expose.expose_view(ShipmentView)
@@ -180,7 +189,9 @@ mcp_expose.expose_view(ShipmentView)
 
 @mcp_expose.tool(read_only=True, scopes=["library:write"])
 def routed(
-    region: Annotated[str, Field(description="Also sent as Mcp-Param-Region.", json_schema_extra={"x-mcp-header": "Region"})],
+    region: Annotated[
+        str, Field(description="Also sent as Mcp-Param-Region.", json_schema_extra={"x-mcp-header": "Region"})
+    ],
 ) -> str:
     """A parameter mirrored into a header the SDK checks, behind a scope: hidden, it must answer like an unknown tool."""
     return region

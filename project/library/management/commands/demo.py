@@ -27,14 +27,26 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--addrport", default="127.0.0.1:8000", help="HOST:PORT to serve on.")
-        parser.add_argument("--noinput", "--no-input", action="store_false", dest="interactive",
-                            help="Never prompt (the admin password defaults to 'admin'). Implied when standard "
-                                 "input is not a terminal.")
-        parser.add_argument("--no-serve", action="store_false", dest="serve",
-                            help="Prepare everything and print the details, but do not start the server.")
-        parser.add_argument("--debug", action="store_true",
-                            help="Serve with Django's DEBUG on: error pages with tracebacks and settings. Only on "
-                                 "a machine nobody else can reach.")
+        parser.add_argument(
+            "--noinput",
+            "--no-input",
+            action="store_false",
+            dest="interactive",
+            help="Never prompt (the admin password defaults to 'admin'). Implied when standard "
+            "input is not a terminal.",
+        )
+        parser.add_argument(
+            "--no-serve",
+            action="store_false",
+            dest="serve",
+            help="Prepare everything and print the details, but do not start the server.",
+        )
+        parser.add_argument(
+            "--debug",
+            action="store_true",
+            help="Serve with Django's DEBUG on: error pages with tracebacks and settings. Only on "
+            "a machine nobody else can reach.",
+        )
 
     def handle(self, *args: Any, addrport: str, interactive: bool, serve: bool, debug: bool, **options: Any) -> None:
         host, port = _split_addrport(addrport)
