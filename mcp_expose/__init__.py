@@ -35,6 +35,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from mcp_expose.access.credential_cache import credentials_changed
+    from mcp_expose.calls import usage_writer as usage_writer
     from mcp_expose.core.asking import Elicit, ListRoots, Sample
     from mcp_expose.core.content import Audio, EmbeddedResource, Image, ResourceLink, Text
     from mcp_expose.core.context import InvocationContext
@@ -74,12 +75,22 @@ _LAZY = {
 }
 
 
+# Modules that are public by their name here, though they live in a layer: `mcp_expose.usage_writer.status()`.
+_MODULES = {
+    "usage_writer": ".calls.usage_writer",
+}
+
+
 def __getattr__(name: str) -> Any:
     # Lazy, so that importing the package (as INSTALLED_APPS does) loads nothing Django-dependent.
-    if name in _LAZY:
+    if name in _LAZY or name in _MODULES:
         from importlib import import_module
 
-        value = getattr(import_module(_LAZY[name], __name__), name)
+        value = (
+            getattr(import_module(_LAZY[name], __name__), name)
+            if name in _LAZY
+            else import_module(_MODULES[name], __name__)
+        )
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

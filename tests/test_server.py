@@ -10,7 +10,8 @@ from django.contrib.auth.models import AnonymousUser
 from mcp import Client, MCPError
 
 import mcp_expose
-from mcp_expose.calls.dispatch import ToolFailure, ToolOutcome
+from mcp_expose.calls.dispatch import ToolOutcome
+from mcp_expose.calls.failures import ToolFailure
 from mcp_expose.catalog.compiled import Catalog, compile_catalog
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.registry import CapabilityRegistry

@@ -9,38 +9,37 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import anyio
 from asgiref.sync import sync_to_async
-from django.core.exceptions import ObjectDoesNotExist
-from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import ValidationError as DjangoValidationError
 
 from mcp_expose.access.policy import decide
 from mcp_expose.calls import confirmation, ratelimit, usage, usage_writer
 from mcp_expose.calls.confirmation import StaleConfirmation
+from mcp_expose.calls.failures import (
+    ToolFailure,
+    failure_for,
+    unexpected_failure,
+)
 from mcp_expose.calls.invoke import ToolTimeout, invoke
-from mcp_expose.calls.results import ProjectionError, ResultTooLarge, compact_json, json_size, to_json_value, truncate
+from mcp_expose.calls.results import ResultTooLarge, compact_json, json_size, truncate
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.core import asking
 from mcp_expose.core.asking import ClientInput, Elicit, InputRequired, MissingClientCapability, read_state
 from mcp_expose.core.chain import CallChain
-from mcp_expose.core.conf import get_settings
 from mcp_expose.core.content import ContentBundle
 from mcp_expose.core.context import InvocationContext, LogSender, ProgressReporter, no_log, no_progress
 from mcp_expose.core.db import tidies_connections
-from mcp_expose.core.errors import AccessDenied, InvalidInput, NotFound, ToolError, Unavailable, UnknownTool
-from mcp_expose.core.outage import dependency_of, outage
+from mcp_expose.core.errors import InvalidInput, UnknownTool
+from mcp_expose.core.outage import outage
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.registry import APPROVAL_PAGE_CHANNEL, Signature
 
 logger = logging.getLogger("mcp_expose.dispatch")
 
-INTERNAL_MESSAGE = "The tool failed unexpectedly. Quote the incident id when reporting this."
 # Outcome codes a usage row keeps; anticipated errors of other codes are recorded as "tool_error".
 RECORDED_CODES = frozenset(
     {
@@ -57,22 +56,6 @@ RECORDED_CODES = frozenset(
 )
 # Raised through the dispatcher to the transport, which answers them in protocol terms.
 CLIENT_QUESTIONS = (InputRequired, MissingClientCapability)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolFailure:
-    code: str
-    message: str
-    details: Any = None
-    incident: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.details is not None:
-            data["details"] = self.details
-        if self.incident is not None:
-            data["incident"] = self.incident
-        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,23 +115,6 @@ def invocation_context(entry: ToolEntry, principal: Principal, request: CallRequ
         close_stream_callback=request.close_stream,
         base_url=request.base_url,
     )
-
-
-def failure_for(entry: ToolEntry, exc: Exception) -> ToolFailure:
-    """The client-safe failure for an exception raised by a capability (anticipated or not)."""
-    if isinstance(exc, ToolError):
-        return _anticipated(entry, exc)
-    if isinstance(exc, DjangoPermissionDenied):
-        return _anticipated(entry, AccessDenied(_safe_text(exc) or None))
-    if isinstance(exc, ObjectDoesNotExist):
-        return _anticipated(entry, NotFound(_not_found_message(exc)))
-    if isinstance(exc, DjangoValidationError):
-        return _anticipated(entry, InvalidInput(details=_validation_details(exc)))
-    if isinstance(exc, ProjectionError):
-        return _unexpected(entry, exc, "its result cannot be sent as JSON")
-    if dependency_of(exc) is not None:
-        return _unavailable(entry, exc)
-    return _unexpected(entry, exc, "it raised")
 
 
 def resolve_tool(catalog: Catalog, principal: Principal, name: str) -> ToolEntry:
@@ -269,7 +235,7 @@ async def _run(
     except ToolTimeout as exc:
         return _refused(entry, "timeout", exc.message, {"timeout_seconds": exc.seconds})
     except ResultTooLarge as exc:
-        return ToolOutcome(entry, failure=_unexpected(entry, exc, "its result is over the size limit"))
+        return ToolOutcome(entry, failure=unexpected_failure(entry, exc, "its result is over the size limit"))
     except InputRequired as exc:
         return ToolOutcome(entry, input_required=exc)
     except (StaleConfirmation, MissingClientCapability):
@@ -361,61 +327,3 @@ def caller_identity(principal: Principal) -> str:
 def _refused(entry: ToolEntry, code: str, message: str, details: Any) -> ToolOutcome:
     logger.info("Tool %s refused the call: %s", entry.name, code)
     return ToolOutcome(entry, failure=ToolFailure(code=code, message=message, details=details))
-
-
-def _anticipated(entry: ToolEntry, exc: ToolError) -> ToolFailure:
-    logger.info("%s %s refused the call: %s (%s)", entry.kind.capitalize(), entry.name, exc.code, exc.message)
-    try:
-        details = to_json_value(exc.details)  # as a result is: the same JSON whoever renders it
-    except ProjectionError as problem:
-        logger.warning(
-            "%s %s gave error details with no JSON form (%s): sent without them",
-            entry.kind.capitalize(),
-            entry.name,
-            problem,
-        )
-        details = None
-    return ToolFailure(code=exc.code, message=exc.message, details=details)
-
-
-def _unavailable(entry: ToolEntry, exc: BaseException) -> ToolFailure:
-    """A database locked or unreachable, or a shared cache unreachable, right now: retryable, logged once
-    per outage rather than per call (the cache's breaker logs its own)."""
-    retry_after = get_settings().UNAVAILABLE_RETRY_AFTER
-    logger.info("%s %s refused the call: unavailable", entry.kind.capitalize(), entry.name)
-    if dependency_of(exc) == "database":
-        outage.refused(f"{entry.kind} {entry.name}", exc)
-        message = f"The database is busy or unreachable; retry after {retry_after} s."
-    else:
-        message = (
-            f"The shared cache this tool needs (for its rate limit, or to answer a round once) is "
-            f"unreachable; retry after {retry_after} s."
-        )
-    error = Unavailable(message, retry_after=retry_after)
-    return ToolFailure(code=error.code, message=error.message, details=error.details)
-
-
-def _unexpected(entry: ToolEntry, exc: BaseException, what: str) -> ToolFailure:
-    incident = uuid.uuid4().hex[:16]
-    logger.error("Tool %s failed: %s (incident %s)", entry.name, what, incident, exc_info=exc)
-    return ToolFailure(code="internal", message=INTERNAL_MESSAGE, incident=incident)
-
-
-def _safe_text(exc: BaseException) -> str:
-    """Django's PermissionDenied message is written for the user, as in a 403 page."""
-    return str(exc) if exc.args and isinstance(exc.args[0], str) else ""
-
-
-def _not_found_message(exc: ObjectDoesNotExist) -> str:
-    model = getattr(type(exc), "__qualname__", "").removesuffix(".DoesNotExist")
-    return f"{model} not found." if model and model != "ObjectDoesNotExist" else NotFound.default_message
-
-
-def _validation_details(exc: DjangoValidationError) -> list[dict[str, str]]:
-    if hasattr(exc, "error_dict"):
-        return [
-            {"path": f"$.{field_name}" if field_name != "__all__" else "$", "message": message}
-            for field_name, errors in exc.message_dict.items()
-            for message in errors
-        ]
-    return [{"path": "$", "message": message} for message in exc.messages]

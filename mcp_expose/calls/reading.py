@@ -11,15 +11,8 @@ from asgiref.sync import sync_to_async
 
 from mcp_expose.access.policy import decide
 from mcp_expose.calls import ratelimit
-from mcp_expose.calls.dispatch import (
-    CLIENT_QUESTIONS,
-    CallRequest,
-    ToolFailure,
-    caller_identity,
-    claim_round,
-    failure_for,
-    invocation_context,
-)
+from mcp_expose.calls.dispatch import CLIENT_QUESTIONS, CallRequest, caller_identity, claim_round, invocation_context
+from mcp_expose.calls.failures import ToolFailure, failure_for
 from mcp_expose.calls.invoke import ToolTimeout, invoke
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.core.content import CONTENT_TYPES, ContentBundle, Text
