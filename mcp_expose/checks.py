@@ -69,6 +69,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             )
     messages += _view_middleware_messages(conf.VIEW_MIDDLEWARE)
     messages += _outage_setting_messages(conf)
+    messages += _upstream_setting_messages(conf)
     cache_alias = conf.CACHE_ALIAS
     backend = str(settings.CACHES.get(cache_alias, {}).get("BACKEND", ""))
     if cache_alias not in settings.CACHES:
@@ -220,4 +221,43 @@ def _outage_setting_messages(conf: Any) -> list[checks.CheckMessage]:
                 id="mcp_expose.E015",
             )
         )
+    return messages
+
+
+UPSTREAM_LIMITS = (
+    "UPSTREAM_MAX_TOOLS",
+    "UPSTREAM_MAX_TITLE",
+    "UPSTREAM_MAX_DESCRIPTION",
+    "UPSTREAM_MAX_SCHEMA_BYTES",
+    "UPSTREAM_MAX_SCHEMA_DEPTH",
+)
+
+
+def _upstream_setting_messages(conf: Any) -> list[checks.CheckMessage]:
+    """The upstream networks are networks, and the bounded reader's limits whole numbers above 0."""
+    from mcp_expose.upstream.addresses import network_problem
+
+    messages: list[checks.CheckMessage] = []
+    networks = conf.UPSTREAM_ALLOWED_NETWORKS
+    entries = networks if isinstance(networks, list | tuple) else [networks]
+    for entry in entries:
+        problem = network_problem(entry)
+        if problem is not None:
+            messages.append(
+                checks.Error(
+                    f"MCP_EXPOSE['UPSTREAM_ALLOWED_NETWORKS'] holds {entry!r}, which is not a network: {problem}.",
+                    hint="List networks in CIDR form, such as '10.20.0.0/16', or single addresses.",
+                    id="mcp_expose.E016",
+                )
+            )
+    for name in UPSTREAM_LIMITS:
+        value = getattr(conf, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            messages.append(
+                checks.Error(
+                    f"MCP_EXPOSE[{name!r}] is {value!r}.",
+                    hint="Use a whole number above 0.",
+                    id="mcp_expose.E016",
+                )
+            )
     return messages

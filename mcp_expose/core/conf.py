@@ -139,6 +139,19 @@ DEFAULTS: dict[str, Any] = {
     # Answer every MCP request as JSON instead of SSE. Off: SSE lets clients see progress and
     # lets a disconnect cancel a running call.
     "JSON_RESPONSE": False,
+    # Upstream MCP servers. Plain-HTTP loopback upstreams (127.0.0.1, ::1, localhost) are refused unless this is
+    # on: for the demo, tests, and a sidecar on the same host.
+    "UPSTREAM_ALLOW_LOOPBACK": False,
+    # Networks (CIDR, e.g. "10.20.0.0/16") or single addresses an upstream may resolve to although they are not
+    # public: private, shared or link-local ones. Cloud metadata addresses stay refused whatever is listed.
+    "UPSTREAM_ALLOWED_NETWORKS": [],
+    # The bounded reader's limits on what an upstream lists: tools per server, characters of a title and of a
+    # description, bytes and nesting levels of an input or output schema. An entry past one is refused alone.
+    "UPSTREAM_MAX_TOOLS": 500,
+    "UPSTREAM_MAX_TITLE": 200,
+    "UPSTREAM_MAX_DESCRIPTION": 8192,
+    "UPSTREAM_MAX_SCHEMA_BYTES": 65536,
+    "UPSTREAM_MAX_SCHEMA_DEPTH": 32,
 }
 
 

@@ -15,6 +15,7 @@ from mcp_expose.core.errors import DeclarationError
 MAX_SCHEMA_DEPTH = 64
 _NUMBER_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
 
+# The keywords that constrain only values of one type: a type array's branch of that type takes them along.
 TYPE_KEYWORDS: Mapping[str, frozenset[str]] = MappingProxyType(
     {
         "string": frozenset("minLength maxLength pattern format contentEncoding contentMediaType".split()),
@@ -69,9 +70,6 @@ def inline_refs(schema: dict[str, Any], *, origin: str) -> dict[str, Any]:
         return {key: resolve(value, stack) for key, value in node.items()}
 
     return resolve(schema, ())
-
-
-# The keywords that constrain only values of one type: a type array's branch of that type takes them along.
 
 
 # Keywords whose values are data, not schemas; and those whose values map names to schemas.

@@ -1,0 +1,337 @@
+"""What an upstream sends, read within bounds: each bad entry refused alone, with a diagnostic naming why."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from mcp_expose.upstream.addresses import AddressRefused, address_problem, check_host, check_url
+from mcp_expose.upstream.bounded_json import TOO_DEEP_KEY, UnreadableJSON, depth_of, loads_bounded
+from mcp_expose.upstream.reader import ToolDefinition, read_tool, read_tools
+from mcp_expose.upstream.sealing import SecretUnavailable, reseal, seal, unseal
+from mcp_expose.upstream.server_names import server_name_problem
+
+
+def tool(name: str = "echo", **fields: Any) -> dict[str, Any]:
+    return {"name": name, "description": "Says it back.", "inputSchema": {"type": "object"}, **fields}
+
+
+def nested(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"x": schema}}
+    return schema
+
+
+# bounded JSON
+
+
+def test_a_value_nested_too_deep_is_cut_out_and_the_rest_of_the_page_is_read() -> None:
+    page = json.dumps({"tools": [tool("fine"), tool("deep", inputSchema={"type": "object", "default": "HERE"})]})
+    page = page.replace('"HERE"', "[" * 1000 + "]" * 1000)
+    with pytest.raises(RecursionError):
+        json.loads(page)  # what Python's parser alone does with the whole page
+    tools = loads_bounded(page, max_depth=40, max_bytes=10**6)["tools"]
+    assert tools[0] == tool("fine")
+    assert depth_of(tools[1]) > 40
+    innermost = tools[1]["inputSchema"]["default"]
+    while isinstance(innermost, list):
+        innermost = innermost[0]
+    assert TOO_DEEP_KEY in innermost
+    definitions, diagnostics = read_tools(tools, "s")
+    assert [definition.name for definition in definitions] == ["fine"]
+    assert (diagnostics[0].tool, diagnostics[0].field) == ("deep", "inputSchema")
+    assert "deeper than 32 levels" in diagnostics[0].problem
+
+
+def test_brackets_inside_strings_are_not_nesting() -> None:
+    text = json.dumps({"description": "[[[[{{{{" * 100, "escaped": 'a \\" [[['})
+    assert loads_bounded(text, max_depth=2, max_bytes=10**6) == json.loads(text)
+
+
+def test_text_that_is_not_json_or_too_large_is_unreadable() -> None:
+    with pytest.raises(UnreadableJSON, match="not valid JSON"):
+        loads_bounded("{'single': quotes}", max_depth=10, max_bytes=1000)
+    with pytest.raises(UnreadableJSON, match="1001 bytes"):
+        loads_bounded(b"x" * 1001, max_depth=10, max_bytes=1000)
+    with pytest.raises(UnreadableJSON, match="not UTF-8"):
+        loads_bounded(b'"\xff"', max_depth=10, max_bytes=1000)
+    with pytest.raises(UnreadableJSON, match="not valid JSON"):
+        loads_bounded("]]]" + "[" * 5, max_depth=2, max_bytes=1000)
+
+
+# the reader
+
+
+def test_a_plain_entry_is_read_whole_and_its_extras_dropped() -> None:
+    entry = tool(
+        title="Echo",
+        outputSchema={"type": "object", "properties": {"text": {"type": "string"}}},
+        annotations={"readOnlyHint": True, "destructiveHint": "no", "title": "ignored here"},
+        icons=[{"src": "https://example.com/icon.png"}],
+        _meta={"anything": 1},
+    )
+    definition = read_tool(entry, "tickets")
+    assert definition.as_json() == {
+        "name": "echo",
+        "title": "Echo",
+        "description": "Says it back.",
+        "input_schema": {"type": "object"},
+        "output_schema": {"type": "object", "properties": {"text": {"type": "string"}}},
+        "annotations": {"readOnlyHint": True},
+    }
+    assert ToolDefinition.from_json(definition.as_json()) == definition
+    assert ToolDefinition.from_json(definition.as_json()).digest == definition.digest
+
+
+def test_any_change_a_model_would_see_changes_the_digest() -> None:
+    base = read_tool(tool(), "s").digest
+    assert read_tool(tool(description="Says it back!"), "s").digest != base
+    assert read_tool(tool(title="Echo"), "s").digest != base
+    assert read_tool(tool(inputSchema={"type": "object", "properties": {}}), "s").digest != base
+    assert read_tool(tool(annotations={"readOnlyHint": False}), "s").digest != base
+    assert read_tool(tool(_meta={"x": 1}), "s").digest == base
+
+
+@pytest.mark.parametrize(
+    ("entry", "field", "problem"),
+    [
+        ("not an object", "tool", "not an object"),
+        (tool(name=""), "name", "missing"),
+        (tool(name="other.echo"), "name", "(it holds '.')"),
+        (tool(name="a b"), "name", "U+0020"),
+        (tool(name="x" * 57), "name", "up to 56"),
+        (tool(description="x" * (1024 * 1024)), "description", "1048576 characters; at most 8192"),
+        (tool(description="Fine\u200bhidden"), "description", "U+200B"),
+        (tool(description="Tag\U000e0041s"), "description", "U+E0041"),
+        (tool(description="bell\x07"), "description", "U+0007"),
+        (tool(title="two\nlines"), "title", "U+000A"),
+        (tool(inputSchema=None), "inputSchema", "missing"),
+        (tool(inputSchema={"type": "string"}), "inputSchema", 'not "object"'),
+        (tool(inputSchema=nested(40)), "inputSchema", "deeper than 32"),
+        (tool(inputSchema={"type": "object", "description": "x" * 70000}), "inputSchema", "at most 65536"),
+        (
+            tool(inputSchema={"type": "object", "properties": {"a": {"$ref": "https://evil.example/s.json"}}}),
+            "inputSchema",
+            "'https://evil.example/s.json'",
+        ),
+        (
+            tool(inputSchema={"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}),
+            "inputSchema",
+            "cannot be inlined",
+        ),
+        (
+            tool(
+                inputSchema={
+                    "type": "object",
+                    "$defs": {"n": {"properties": {"n": {"$ref": "#/$defs/n"}}}},
+                    "properties": {"n": {"$ref": "#/$defs/n"}},
+                }
+            ),
+            "inputSchema",
+            "refers to itself",
+        ),
+        (tool(outputSchema={"type": "array"}), "outputSchema", 'not "object"'),
+    ],
+)
+def test_an_entry_breaking_a_rule_is_refused_naming_the_field(entry: Any, field: str, problem: str) -> None:
+    definitions, diagnostics = read_tools([tool("first"), entry, tool("last")], "tickets")
+    assert [definition.name for definition in definitions] == ["first", "last"]
+    assert len(diagnostics) == 1
+    assert diagnostics[0].field == field
+    assert problem in diagnostics[0].problem
+
+
+def test_a_refused_entry_is_named_by_its_position_when_its_name_is_not_plain() -> None:
+    _, diagnostics = read_tools([tool("ok"), tool(name="evil.\u202etool")], "s")
+    assert diagnostics[0].tool == "#2" and "U+202E" in diagnostics[0].problem
+
+
+def test_local_references_are_inlined_and_a_reference_bomb_is_refused() -> None:
+    schema = {"type": "object", "$defs": {"p": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/p"}}}
+    assert read_tool(tool(inputSchema=schema), "s").as_json()["input_schema"] == {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+    }
+    bomb: dict[str, Any] = {"type": "object", "$defs": {"d0": {"type": "string"}}}
+    for level in range(1, 12):
+        bomb["$defs"][f"d{level}"] = {"type": "array", "prefixItems": [{"$ref": f"#/$defs/d{level - 1}"}] * 10}
+    bomb["properties"] = {"boom": {"$ref": "#/$defs/d11"}}
+    assert len(json.dumps(bomb)) < 4000
+    _, diagnostics = read_tools([tool(inputSchema=bomb)], "s")
+    assert "would be over 65536 bytes" in diagnostics[0].problem
+
+
+def test_names_equal_ignoring_case_are_all_refused_so_none_takes_over_another() -> None:
+    definitions, diagnostics = read_tools([tool("Echo"), tool("other"), tool("echo")], "s")
+    assert [definition.name for definition in definitions] == ["other"]
+    assert sorted(diagnostic.tool or "" for diagnostic in diagnostics) == ["Echo", "echo"]
+
+
+@override_settings(MCP_EXPOSE={"UPSTREAM_MAX_TOOLS": 2})
+def test_a_listing_longer_than_the_limit_is_read_up_to_it() -> None:
+    definitions, diagnostics = read_tools([tool("a"), tool("b"), tool("c")], "s")
+    assert [definition.name for definition in definitions] == ["a", "b"]
+    assert "3 tools listed; the first 2 are read" in diagnostics[0].problem
+    assert read_tools({"tools": []}, "s")[1][0].problem == "the listing is not a list"
+
+
+def test_line_endings_are_normalised_and_outer_space_stripped() -> None:
+    assert read_tool(tool(description="  one\r\ntwo\rthree\t \n"), "s").description == "one\ntwo\nthree"
+
+
+# server names
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("", "Enter a name"),
+        ("x" * 33, "33 characters"),
+        ("Tickets", "lowercase"),
+        ("tick.ets", "no '.'"),
+        ("mcp_expose", "installed app"),
+        ("library", "installed app"),
+        ("admin_prompts", "installed app"),
+    ],
+)
+def test_a_server_name_is_ours_and_never_an_app_label(name: str, problem: str) -> None:
+    found = server_name_problem(name, ["mcp_expose", "library", "auth"])
+    assert found is not None and problem in found
+
+
+def test_a_plain_server_name_is_accepted() -> None:
+    assert server_name_problem("tickets-2_eu", ["library"]) is None
+
+
+# addresses
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("ftp://example.com/mcp", "https://"),
+        ("https:///mcp", "with a host"),
+        ("http://example.com/mcp", "Use https://"),
+        ("http://127.0.0.1:8000/mcp", "UPSTREAM_ALLOW_LOOPBACK"),
+        ("https://user:pw@example.com/mcp", "never in its URL"),
+        ("https://example.com:99999/mcp", "cannot be read"),
+        ("https://example.com/mcp#x", "fragment"),
+        ("https://example.com/" + "a" * 2000, "at most 2000"),
+    ],
+)
+def test_an_upstream_url_of_the_wrong_form_is_refused(url: str, problem: str) -> None:
+    with pytest.raises(AddressRefused, match=problem.replace("(", r"\(")):
+        check_url(url)
+
+
+@override_settings(MCP_EXPOSE={"UPSTREAM_ALLOW_LOOPBACK": True})
+def test_plain_http_is_for_loopback_and_only_when_allowed() -> None:
+    assert check_url("http://127.0.0.1:8000/mcp") == ("127.0.0.1", 8000)
+    assert check_url("http://localhost/mcp") == ("localhost", 80)
+    assert check_url("https://example.com/mcp") == ("example.com", 443)
+    with pytest.raises(AddressRefused, match="Use https://"):
+        check_url("http://10.0.0.5/mcp")
+
+
+@pytest.mark.parametrize(
+    ("address", "problem"),
+    [
+        ("10.1.2.3", "private"),
+        ("172.16.0.1", "private"),
+        ("192.168.1.1", "private"),
+        ("100.64.0.1", "not a public"),
+        ("169.254.10.10", "link-local"),
+        ("169.254.169.254", "metadata"),
+        ("100.100.100.200", "metadata"),
+        ("fd00:ec2::254", "metadata"),
+        ("fe80::1", "link-local"),
+        ("fc00::1", "private"),
+        ("0.0.0.0", "unspecified"),
+        ("224.0.0.1", "multicast"),
+        ("127.0.0.1", "loopback"),
+        ("::1", "loopback"),
+        ("::ffff:10.0.0.1", "private"),
+        ("::ffff:169.254.169.254", "metadata"),
+        ("2002:a9fe:a9fe::1", "metadata"),
+    ],
+)
+def test_addresses_behind_the_deployment_are_refused(address: str, problem: str) -> None:
+    found = address_problem(ipaddress.ip_address(address))
+    assert found is not None and problem in found
+
+
+def test_public_addresses_are_accepted() -> None:
+    assert address_problem(ipaddress.ip_address("93.184.215.14")) is None
+    assert address_problem(ipaddress.ip_address("2606:4700::1111")) is None
+
+
+@override_settings(MCP_EXPOSE={"UPSTREAM_ALLOWED_NETWORKS": ["10.20.0.0/16", "169.254.0.0/16", "fd00::/8"]})
+def test_a_listed_network_is_allowed_but_never_the_metadata_address() -> None:
+    assert address_problem(ipaddress.ip_address("10.20.3.4")) is None
+    assert address_problem(ipaddress.ip_address("10.21.3.4")) is not None
+    assert address_problem(ipaddress.ip_address("169.254.10.10")) is None
+    assert "metadata" in (address_problem(ipaddress.ip_address("169.254.169.254")) or "")
+    assert "metadata" in (address_problem(ipaddress.ip_address("fd00:ec2::254")) or "")
+
+
+def test_a_host_is_judged_by_every_address_it_resolves_to() -> None:
+    with pytest.raises(AddressRefused, match="resolves to 127.0.0.1, a loopback address"):
+        check_host("localhost", 80)
+    with pytest.raises(AddressRefused, match="does not resolve"):
+        check_host("no-such-host.invalid", 443)
+    with override_settings(MCP_EXPOSE={"UPSTREAM_ALLOW_LOOPBACK": True}):
+        assert ipaddress.ip_address("127.0.0.1") in check_host("localhost", 80)
+
+
+# sealed secrets
+
+
+def test_a_sealed_secret_opens_and_shows_nothing_of_itself() -> None:
+    sealed = seal("s3cret-value")
+    assert sealed.startswith("fernet:") and "s3cret" not in sealed
+    assert seal("s3cret-value") != sealed  # a fresh nonce each time
+    assert unseal(sealed, "the secret") == "s3cret-value"
+
+
+def test_a_secret_survives_rotating_secret_key_through_the_fallbacks() -> None:
+    with override_settings(SECRET_KEY="old-key-" + "x" * 50):
+        sealed = seal("kept")
+    with override_settings(SECRET_KEY="new-key-" + "y" * 50, SECRET_KEY_FALLBACKS=["old-key-" + "x" * 50]):
+        assert unseal(sealed, "the secret") == "kept"
+        resealed = reseal(sealed)
+    with override_settings(SECRET_KEY="new-key-" + "y" * 50, SECRET_KEY_FALLBACKS=[]):
+        assert unseal(resealed, "the secret") == "kept"
+        with pytest.raises(SecretUnavailable, match="no longer has") as refused:
+            unseal(sealed, "the client secret of server 'tickets'")
+    assert "kept" not in str(refused.value) and "the client secret of server 'tickets'" in str(refused.value)
+
+
+def test_an_environment_reference_is_stored_as_is_and_read_when_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert seal("env:TICKETS_TOKEN") == "env:TICKETS_TOKEN"
+    monkeypatch.setenv("TICKETS_TOKEN", "from-the-environment")
+    assert unseal("env:TICKETS_TOKEN", "the token") == "from-the-environment"
+    monkeypatch.delenv("TICKETS_TOKEN")
+    with pytest.raises(SecretUnavailable, match="TICKETS_TOKEN, which is not set"):
+        unseal("env:TICKETS_TOKEN", "the token")
+    assert seal("env:not a name").startswith("fernet:")
+    with pytest.raises(SecretUnavailable, match="not stored sealed"):
+        unseal("plain text", "the token")
+
+
+# the settings' system check
+
+
+@override_settings(
+    MCP_EXPOSE={"UPSTREAM_ALLOWED_NETWORKS": ["10.0.0.0/8", "not-a-network", 7], "UPSTREAM_MAX_TOOLS": 0}
+)
+def test_unusable_upstream_settings_are_reported_by_the_check() -> None:
+    from mcp_expose.checks import check_settings
+
+    found = [message for message in check_settings() if message.id == "mcp_expose.E016"]
+    assert [message.msg.split(" holds ")[-1].split(",")[0] for message in found[:2]] == ["'not-a-network'", "7"]
+    assert "UPSTREAM_MAX_TOOLS" in found[2].msg and len(found) == 3
