@@ -235,7 +235,7 @@ UPSTREAM_LIMITS = (
 
 def _upstream_setting_messages(conf: Any) -> list[checks.CheckMessage]:
     """The upstream networks are networks, and the bounded reader's limits whole numbers above 0."""
-    from mcp_expose.upstream.addresses import network_problem
+    from mcp_expose.core.ssrf_guard import network_problem
 
     messages: list[checks.CheckMessage] = []
     networks = conf.UPSTREAM_ALLOWED_NETWORKS

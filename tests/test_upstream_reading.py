@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from mcp_expose.upstream.addresses import AddressRefused, address_problem, check_host, check_url
+from mcp_expose.core.ssrf_guard import AddressRefused, address_problem, check_host, check_url
+from mcp_expose.declare.names import server_name_problem
 from mcp_expose.upstream.bounded_json import TOO_DEEP_KEY, UnreadableJSON, depth_of, loads_bounded
 from mcp_expose.upstream.reader import ToolDefinition, read_tool, read_tools
 from mcp_expose.upstream.sealing import SecretUnavailable, reseal, seal, unseal
-from mcp_expose.upstream.server_names import server_name_problem
 
 
 def tool(name: str = "echo", **fields: Any) -> dict[str, Any]:
@@ -335,3 +335,25 @@ def test_unusable_upstream_settings_are_reported_by_the_check() -> None:
     found = [message for message in check_settings() if message.id == "mcp_expose.E016"]
     assert [message.msg.split(" holds ")[-1].split(",")[0] for message in found[:2]] == ["'not-a-network'", "7"]
     assert "UPSTREAM_MAX_TOOLS" in found[2].msg and len(found) == 3
+
+
+# static headers
+
+
+def test_static_headers_are_read_one_per_line_and_their_values_never_echoed() -> None:
+    from mcp_expose.upstream.headers import parse_headers
+
+    assert parse_headers("X-Api-Key: abc def\n\n  X-Tenant :  eu-1 \n") == {"X-Api-Key": "abc def", "X-Tenant": "eu-1"}
+    for text, problem in [
+        ("no colon here", "Line 1: write it as 'Name: value'"),
+        ("Bad Name: secret-value", "Line 1: write it as 'Name: value'"),
+        ("Host: evil.example", "Line 1: Host is set by the connection itself"),
+        ("Mcp-Session-Id: x", "set by the connection itself"),
+        ("X-A: one\nx-a: two", "Line 2: x-a is given twice"),
+        ("X-A: " + "v" * 5000, "over 4096 characters"),
+        ("X-A: bell\x07", "control characters"),
+        ("\n".join(f"X-{n}: v" for n in range(21)), "At most 20 headers"),
+    ]:
+        with pytest.raises(ValueError, match=problem) as refused:
+            parse_headers(text)
+        assert "secret-value" not in str(refused.value) and "evil.example" not in str(refused.value)

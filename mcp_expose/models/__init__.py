@@ -8,6 +8,7 @@ from mcp_expose.models.credentials import API_KEY_PREFIX, ApiKey, ApiKeyQuerySet
 from mcp_expose.models.exposure import ConfirmationChannel, ExposedTool
 from mcp_expose.models.prompts import PromptTemplate
 from mcp_expose.models.revision import RevisionStamp
+from mcp_expose.models.upstream import UpstreamServer, UpstreamTool, validate_server_name, validate_upstream_url
 from mcp_expose.models.usage import ListingCount, ToolCall
 from mcp_expose.models.validators import (
     ARGUMENT_NAME,
@@ -18,6 +19,10 @@ from mcp_expose.models.validators import (
 )
 
 __all__ = [
+    "UpstreamServer",
+    "UpstreamTool",
+    "validate_server_name",
+    "validate_upstream_url",
     "API_KEY_PREFIX",
     "ARGUMENT_NAME",
     "ApiKey",

@@ -278,9 +278,9 @@ def _annotations(value: Any) -> Mapping[str, Any]:
 
 
 def _shown_name(entry: Any, index: int) -> str:
-    """How a refused entry is named in its diagnostic: its name when that is plain, else its position."""
+    """How a refused entry is named in its diagnostic: its name when that shows plainly, else its position."""
     name = entry.get("name") if isinstance(entry, dict) else None
-    if isinstance(name, str) and TOOL_NAME.fullmatch(name) and len(name) <= MAX_NAME_LENGTH:
+    if isinstance(name, str) and name.isprintable() and 0 < len(name) <= MAX_NAME_LENGTH:
         return name
     return f"#{index + 1}"
 

@@ -1,0 +1,77 @@
+"""Static headers sent to an upstream (an API key, a tenant id): written one per line as `Name: value`.
+
+Names are HTTP tokens; values carry no control characters; the headers the transport sets itself, and those that
+say who is calling here, may not be set. The values are secrets: stored sealed, never shown back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+MAX_HEADERS = 20
+MAX_VALUE_LENGTH = 4096
+TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
+RESERVED = frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "content-encoding",
+        "accept",
+        "accept-encoding",
+        "connection",
+        "transfer-encoding",
+        "upgrade",
+        "te",
+        "trailer",
+        "keep-alive",
+        "proxy-authorization",
+        "cookie",
+        "mcp-protocol-version",
+        "mcp-session-id",
+        "mcp-method",
+        "mcp-name",
+        "last-event-id",
+        "x-agent-depth",
+        "x-conversation-id",
+    }
+)
+
+
+def parse_headers(text: str) -> dict[str, str]:
+    """The headers written in `text`; `ValueError` saying which line is wrong, without its value."""
+    headers: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, colon, value = line.partition(":")
+        name, value = name.strip(), value.strip()
+        if not colon or not TOKEN.fullmatch(name):
+            raise ValueError(f"Line {number}: write it as 'Name: value', the name an HTTP header name.")
+        problem = header_problem(name, value)
+        if problem:
+            raise ValueError(f"Line {number}: {problem}")
+        if name.lower() in {existing.lower() for existing in headers}:
+            raise ValueError(f"Line {number}: {name} is given twice.")
+        headers[name] = value
+    if len(headers) > MAX_HEADERS:
+        raise ValueError(f"At most {MAX_HEADERS} headers can be set.")
+    return headers
+
+
+def header_problem(name: str, value: str) -> str | None:
+    if not TOKEN.fullmatch(name):
+        return f"{name[:40]!r} is not an HTTP header name."
+    if name.lower() in RESERVED:
+        return f"{name} is set by the connection itself and cannot be given."
+    if len(value) > MAX_VALUE_LENGTH:
+        return f"the value of {name} is over {MAX_VALUE_LENGTH} characters."
+    if any(ord(character) < 32 or ord(character) == 127 for character in value):
+        return f"the value of {name} holds control characters."
+    return None
+
+
+def usable_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Of stored headers, those that may be sent (a row written before a rule existed keeps no reserved one)."""
+    return {name: value for name, value in headers.items() if header_problem(name, value) is None}

@@ -1,0 +1,110 @@
+"""What a discovery means for the stored tools: it replaces the previous reading, and never what was approved.
+
+- A tool read for the first time is new and pending: nothing is served until a person approves it.
+- A tool read as it was approved stays approved (a pending change it had is dropped: the upstream went back).
+- A tool read differently from its approved definition keeps serving the approved one; the reading waits beside
+  it as a proposed change.
+- A tool the upstream no longer lists is withdrawn: no longer served, its approved definition kept for the record.
+- A discovery that reached nothing changes no tool: the last approved definitions stay as they were. The error and
+  the diagnostics are stored on the server, for the admin.
+
+Approving takes the proposed definition as the one served, and is logged with who approved what.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from mcp_expose.models import UpstreamServer, UpstreamTool
+from mcp_expose.upstream.discovery import Discovery
+
+logger = logging.getLogger("mcp_expose.upstream")
+
+
+@transaction.atomic
+def record_discovery(server: UpstreamServer, discovery: Discovery) -> dict[str, int]:
+    """Store `discovery` for `server`; how many tools are now new, changed, withdrawn and unchanged."""
+    now = timezone.now()
+    server.discovered_at = now
+    server.discovery_error = discovery.error or ""
+    server.diagnostics = [diagnostic.as_dict() for diagnostic in discovery.diagnostics]
+    if discovery.reached:
+        server.protocol_version = discovery.protocol_version
+        server.server_info = dict(discovery.server_info)
+    server.save(update_fields=["discovered_at", "discovery_error", "diagnostics", "protocol_version", "server_info"])
+    counts = {"new": 0, "changed": 0, "withdrawn": 0, "unchanged": 0}
+    if not discovery.reached:
+        return counts
+    stored = {tool.name.casefold(): tool for tool in UpstreamTool.objects.select_for_update().filter(server=server)}
+    listed: set[str] = set()
+    for definition in discovery.tools:
+        key = definition.name.casefold()
+        listed.add(key)
+        tool = stored.get(key)
+        if tool is None:
+            UpstreamTool.objects.create(
+                server=server,
+                name=definition.name,
+                proposed=definition.as_json(),
+                proposed_digest=definition.digest,
+                last_seen=now,
+            )
+            counts["new"] += 1
+            continue
+        counts[_reread(tool, definition.as_json(), definition.digest, now)] += 1
+    for key, tool in stored.items():
+        if key not in listed and tool.status != UpstreamTool.Status.WITHDRAWN:
+            tool.status = UpstreamTool.Status.WITHDRAWN
+            tool.proposed, tool.proposed_digest = None, ""
+            tool.save(update_fields=["status", "proposed", "proposed_digest"])
+            counts["withdrawn"] += 1
+    return counts
+
+
+def _reread(tool: UpstreamTool, definition: dict[str, Any], digest: str, now: Any) -> str:
+    """Update one stored tool from its new reading; which count it adds to."""
+    Status = UpstreamTool.Status
+    tool.last_seen = now
+    outcome = "unchanged"
+    if tool.status == Status.BLOCKED:
+        # Blocked stays blocked, whatever it reads now; the reading is kept to show.
+        changed = digest != (tool.proposed_digest or tool.approved_digest)
+        tool.proposed, tool.proposed_digest = (definition, digest) if digest != tool.approved_digest else (None, "")
+        outcome = "changed" if changed else "unchanged"
+    elif tool.approved_digest and digest == tool.approved_digest:
+        outcome = "unchanged" if tool.status == Status.APPROVED else "changed"  # a change withdrawn, or a comeback
+        tool.status, tool.proposed, tool.proposed_digest = Status.APPROVED, None, ""
+    elif tool.approved_digest:
+        outcome = "unchanged" if digest == tool.proposed_digest and tool.status == Status.CHANGED else "changed"
+        tool.status, tool.proposed, tool.proposed_digest = Status.CHANGED, definition, digest
+    else:
+        outcome = "unchanged" if digest == tool.proposed_digest and tool.status == Status.PENDING else "changed"
+        tool.status, tool.proposed, tool.proposed_digest = Status.PENDING, definition, digest
+    tool.save(update_fields=["status", "proposed", "proposed_digest", "last_seen"])
+    return outcome
+
+
+class NothingToApprove(ValueError):
+    """The tool has no proposed definition, or is withdrawn or blocked: the message says which."""
+
+
+@transaction.atomic
+def approve(tool: UpstreamTool, user: Any, digest: str) -> None:
+    """Serve the proposed definition whose digest is `digest` (the one the approver saw: a reading that came in
+    after the page was shown is not approved by it)."""
+    tool = UpstreamTool.objects.select_for_update().select_related("server").get(pk=tool.pk)
+    if tool.status in (UpstreamTool.Status.WITHDRAWN, UpstreamTool.Status.BLOCKED):
+        raise NothingToApprove(f"{tool} is {tool.get_status_display().lower()}; it cannot be approved.")
+    if tool.proposed is None:
+        raise NothingToApprove(f"{tool} has no definition waiting for approval.")
+    if tool.proposed_digest != digest:
+        raise NothingToApprove(f"{tool}'s proposed definition changed since it was shown; review it again.")
+    tool.approved, tool.approved_digest = tool.proposed, tool.proposed_digest
+    tool.proposed, tool.proposed_digest = None, ""
+    tool.status, tool.approved_at, tool.approved_by = UpstreamTool.Status.APPROVED, timezone.now(), user
+    tool.save()
+    logger.info("Upstream tool %s: definition %s approved by %s", tool, tool.approved_digest[:12], user)

@@ -1,0 +1,198 @@
+"""The HTTP under the SDK's client when it talks to an upstream: guarded, pinned and bounded.
+
+Each request is checked by the SSRF guard as it leaves (the host is resolved again, so a name that now points
+behind the deployment is refused) and sent to the address that was checked, so nothing can resolve it again
+in between. Answers are read as sent (no compression: a small compressed answer can unpack to gigabytes), and
+no answer to a POST may be longer than the limit. A `tools/list` page is read by the bounded reader before the
+SDK's models see it: they see only the entries that passed, so one hostile entry never fails the page.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx2
+
+from mcp_expose.core.ssrf_guard import AddressRefused, connectable_address
+from mcp_expose.upstream.bounded_json import UnreadableJSON, loads_bounded
+from mcp_expose.upstream.reader import ToolDefinition, read_tools
+
+# A page's JSON may nest this deep before a value is cut out (a schema's own limit is checked per tool).
+PAGE_DEPTH = 64
+
+
+class UpstreamRefused(httpx2.TransportError):
+    """An upstream, or its answer, that is not accepted; the message says why (and nothing it sent)."""
+
+
+class BoundedTransport(httpx2.AsyncBaseTransport):
+    """One upstream's connection pool, with the guard, the pin and the bounds above. `pages` collects the raw
+    entries of each `tools/list` page read, for discovery to read as one listing."""
+
+    def __init__(self, server: str, *, max_bytes: int, inner: httpx2.AsyncBaseTransport | None = None) -> None:
+        self.server = server
+        self.max_bytes = max_bytes
+        self.inner = inner if inner is not None else httpx2.AsyncHTTPTransport(trust_env=False)
+        self.pages: list[list[Any]] = []
+        self.refusal_status: int | None = None  # the last error status an upstream answered, for the diagnostic
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            host, _port, addresses = await anyio.to_thread.run_sync(connectable_address, str(request.url))
+        except AddressRefused as exc:
+            raise UpstreamRefused(str(exc), request=request) from None
+        _pin(request, host, addresses[0])
+        request.headers["accept-encoding"] = "identity"
+        listing_id = _listing_request_id(request)
+        response = await self.inner.handle_async_request(request)
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            await response.aclose()
+            raise UpstreamRefused(f"the upstream answered compressed ({encoding}), which is not read", request=request)
+        if response.status_code >= 400:
+            self.refusal_status = response.status_code
+        if request.method != "POST":
+            return response  # the standing event stream: the SDK bounds each of its events
+        if listing_id is not None and response.status_code == 200:
+            body = await _read_bounded(response, self.max_bytes, request)
+            content = self._read_listing(body, response.headers.get("content-type", ""), listing_id, request)
+            headers = [(name, value) for name, value in response.headers.items() if name.lower() != "content-length"]
+            return httpx2.Response(response.status_code, headers=headers, content=content, request=request)
+        response.stream = _Bounded(response.stream, self.max_bytes, request)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def _read_listing(self, body: bytes, content_type: str, request_id: Any, request: httpx2.Request) -> bytes:
+        """The page as the SDK will read it: the answer to our request with only the entries that passed."""
+        if content_type.split(";", 1)[0].strip().lower() == "text/event-stream":
+            return _rewrite_events(body, lambda data: self._rewrite_message(data, request_id, request))
+        return self._rewrite_message(body, request_id, request)
+
+    def _rewrite_message(self, data: bytes, request_id: Any, request: httpx2.Request) -> bytes:
+        try:
+            message = loads_bounded(data, max_depth=PAGE_DEPTH, max_bytes=self.max_bytes)
+        except UnreadableJSON as exc:
+            raise UpstreamRefused(f"its tools/list answer cannot be read: {exc}", request=request) from None
+        if not isinstance(message, dict) or message.get("id") != request_id or "result" not in message:
+            return data  # another message on the stream, or an error: the SDK reads those
+        result = message["result"]
+        if not isinstance(result, dict):
+            raise UpstreamRefused("its tools/list result is not an object", request=request)
+        entries = result.get("tools")
+        entries = entries if isinstance(entries, list) else []
+        self.pages.append(entries)
+        definitions, _ = read_tools(entries, self.server)
+        cursor = result.get("nextCursor")
+        page: dict[str, Any] = {"tools": [wire_tool(definition) for definition in definitions]}
+        if isinstance(cursor, str) and 0 < len(cursor) <= 1024:
+            page["nextCursor"] = cursor
+        page["_meta"] = _plain_meta(result.get("_meta"))
+        # What the 2026-07-28 models require of every result: an upstream that leaves them out gets no caching.
+        page["resultType"] = "complete"
+        page["ttlMs"] = 0
+        page["cacheScope"] = "private"
+        return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": page}).encode()
+
+
+def wire_tool(definition: ToolDefinition) -> dict[str, Any]:
+    """A definition as `tools/list` carries it."""
+    stored = definition.as_json()
+    tool: dict[str, Any] = {"name": stored["name"], "description": stored["description"]}
+    tool["inputSchema"] = stored["input_schema"]
+    if stored["title"] is not None:
+        tool["title"] = stored["title"]
+    if stored["output_schema"] is not None:
+        tool["outputSchema"] = stored["output_schema"]
+    if stored["annotations"]:
+        tool["annotations"] = stored["annotations"]
+    return tool
+
+
+def _plain_meta(meta: Any) -> dict[str, Any]:
+    """Of a result's `_meta`, only the server's identity stamp the SDK reads; bounded like everything else."""
+    if not isinstance(meta, dict):
+        return {}
+    info = meta.get("io.modelcontextprotocol/serverInfo")
+    if isinstance(info, dict) and len(json.dumps(info)) <= 4096:
+        return {"io.modelcontextprotocol/serverInfo": info}
+    return {}
+
+
+def _pin(request: httpx2.Request, host: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> None:
+    """Send the request to the checked address; Host and the TLS name stay the URL's host."""
+    try:
+        ipaddress.ip_address(host)
+        return  # already an address
+    except ValueError:
+        pass
+    request.headers.setdefault("host", request.url.netloc.decode("ascii"))
+    if request.url.scheme == "https":
+        request.extensions = {**request.extensions, "sni_hostname": host}
+    request.url = request.url.copy_with(host=str(address))
+
+
+def _listing_request_id(request: httpx2.Request) -> Any:
+    """The JSON-RPC id of a `tools/list` request, or None for any other."""
+    if request.method != "POST":
+        return None
+    try:
+        message = json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead):
+        return None
+    if isinstance(message, dict) and message.get("method") == "tools/list" and "id" in message:
+        return message["id"]
+    return None
+
+
+async def _read_bounded(response: httpx2.Response, limit: int, request: httpx2.Request) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_raw():
+        size += len(chunk)
+        if size > limit:
+            await response.aclose()
+            raise UpstreamRefused(f"its answer is over {limit} bytes", request=request)
+        chunks.append(chunk)
+    await response.aclose()
+    return b"".join(chunks)
+
+
+def _rewrite_events(body: bytes, rewrite: Any) -> bytes:
+    """An event stream with each event's data passed through `rewrite` (its other fields kept)."""
+    out: list[bytes] = []
+    for event in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+        if not event.strip():
+            continue
+        lines = event.split(b"\n")
+        data = b"\n".join(line[5:].removeprefix(b" ") for line in lines if line.startswith(b"data:"))
+        kept = [line for line in lines if not line.startswith(b"data:")]
+        if data:
+            kept.append(b"data: " + rewrite(data))
+        out.append(b"\n".join(kept))
+    return b"\n\n".join(out) + b"\n\n"
+
+
+class _Bounded(httpx2.AsyncByteStream):
+    """A response body that ends in `UpstreamRefused` past `limit` bytes, streamed as it comes."""
+
+    def __init__(self, stream: Any, limit: int, request: httpx2.Request) -> None:
+        self.stream = stream
+        self.limit = limit
+        self.request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in self.stream:
+            size += len(chunk)
+            if size > self.limit:
+                raise UpstreamRefused(f"its answer is over {self.limit} bytes", request=self.request)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()

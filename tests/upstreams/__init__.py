@@ -1,0 +1,1 @@
+"""Upstream MCP servers for the tests: real processes on loopback, started by `tests/upstream_servers.py`."""

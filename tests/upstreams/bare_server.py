@@ -1,0 +1,65 @@
+"""A bare official-SDK MCP server: the upstream an organisation already runs. `uvicorn tests.upstreams.bare_server:app`
+
+UPSTREAM_DESCRIPTION_FILE names a file whose text is the `notes` tool's description, read at each listing, so a
+test can change a definition between two discoveries; while the file UPSTREAM_HIDE_FILE exists, `add` is not
+listed. UPSTREAM_STATELESS=0 serves 2025-11-25 with sessions.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from starlette.responses import PlainTextResponse
+
+server = MCPServer("bare-upstream", log_level="WARNING")
+
+
+@server.tool()
+async def echo(text: str) -> str:
+    """Say the text back."""
+    return text
+
+
+@server.tool()
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool()
+async def notes(topic: str) -> str:
+    """Notes on a topic."""
+    return f"Notes on {topic}."
+
+
+def _described(tools: list[Any]) -> list[Any]:
+    path = os.environ.get("UPSTREAM_DESCRIPTION_FILE")
+    if path and Path(path).exists():
+        for tool in tools:
+            if tool.name == "notes":
+                tool.description = Path(path).read_text()
+    if os.environ.get("UPSTREAM_HIDE_FILE") and Path(os.environ["UPSTREAM_HIDE_FILE"]).exists():
+        tools = [tool for tool in tools if tool.name != "add"]
+    return tools
+
+
+_list_tools = server.list_tools
+
+
+async def list_tools() -> list[Any]:
+    return _described(await _list_tools())
+
+
+server.list_tools = list_tools  # type: ignore[method-assign]
+
+_mcp = server.streamable_http_app(stateless_http=os.environ.get("UPSTREAM_STATELESS", "1") == "1")
+
+
+async def app(scope: Any, receive: Any, send: Any) -> None:
+    if scope["type"] == "http" and scope["path"] == "/":
+        await PlainTextResponse("bare upstream")(scope, receive, send)
+        return
+    await _mcp(scope, receive, send)

@@ -1,0 +1,109 @@
+"""A hostile upstream: raw ASGI that speaks just enough 2026-07-28 to be asked `tools/list`, then misbehaves.
+
+`uvicorn tests.upstreams.hostile_server:app`. The path chooses the misbehaviour: /mcp/<case>, see CASES.
+It answers pinned 2026-07-28 clients (which send no `server/discover` first).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import Any
+
+
+def tool(name: Any, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "description": f"The {name} tool.", "inputSchema": {"type": "object"}, **fields}
+
+
+def deep(levels: int) -> Any:
+    text = "[" * levels + "]" * levels
+    return text
+
+
+# Each listing case: the tools of its one page; the raw text of a value may be spliced in for "DEEP".
+LISTINGS: dict[str, list[dict[str, Any]]] = {
+    "listing": [
+        tool("fine"),
+        tool("other.fine"),
+        tool("huge", description="x" * (1024 * 1024)),
+        tool("deep", inputSchema={"type": "object", "properties": {"x": "DEEP"}}),
+        tool("remote", inputSchema={"type": "object", "properties": {"x": {"$ref": "https://evil.example/x.json"}}}),
+        tool("Fine2"),
+        tool("fine2"),
+        tool("also_fine", annotations={"readOnlyHint": True, "destructiveHint": "surely not"}),
+    ],
+}
+
+
+def _page(case: str, cursor: str | None) -> str:
+    if case == "paged":
+        if cursor is None:
+            return json.dumps({"tools": [tool("first")], "nextCursor": "page-2"})
+        return json.dumps({"tools": [tool("second"), tool("FIRST")]})
+    body = json.dumps({"tools": LISTINGS[case]})
+    return body.replace('"DEEP"', deep(1000))
+
+
+async def _body(receive: Any) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _send(send: Any, status: int, body: bytes, content_type: bytes = b"application/json", **extra: bytes) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    headers += [(name.replace("_", "-").encode(), value) for name, value in extra.items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def app(scope: Any, receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":
+        await receive()  # startup
+        await send({"type": "lifespan.startup.complete"})
+        await receive()  # shutdown
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    if scope["path"] == "/":
+        await _send(send, 200, b"hostile upstream", b"text/plain")
+        return
+    case = scope["path"].removeprefix("/mcp/")
+    request = json.loads(await _body(receive) or b"{}")
+    if request.get("method") != "tools/list":
+        await _send(
+            send,
+            200,
+            json.dumps(
+                {"jsonrpc": "2.0", "id": request.get("id"), "error": {"code": -32601, "message": "no"}}
+            ).encode(),
+        )
+        return
+    head = '{"jsonrpc":"2.0","id":' + json.dumps(request["id"]) + ',"result":'
+    if case == "malformed":
+        await _send(send, 200, (head + '{"tools": [}').encode())
+    elif case == "error5xx":
+        await _send(send, 503, b"<html>Service Unavailable</html>", b"text/html")
+    elif case == "hang":
+        while (await receive())["type"] != "http.disconnect":
+            pass  # never answers; ends when the client gives up
+    elif case == "oversized":
+        await _send(
+            send, 200, (head + json.dumps({"tools": [tool("fine")], "padding": "x" * (5 * 1024 * 1024)}) + "}").encode()
+        )
+    elif case == "compressed":
+        await _send(send, 200, gzip.compress((head + _page("listing", None) + "}").encode()), content_encoding=b"gzip")
+    elif case == "closed":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send(
+            {"type": "http.response.body", "body": b"event: message\ndata: " + head.encode()[:20], "more_body": True}
+        )
+        raise RuntimeError("the connection is closed mid-stream")
+    elif case == "sse":
+        event = b"event: message\ndata: " + (head + _page("listing", None) + "}").encode() + b"\n\n"
+        await _send(send, 200, event, b"text/event-stream")
+    else:
+        cursor = (request.get("params") or {}).get("cursor")
+        await _send(send, 200, (head + _page(case, cursor) + "}").encode())
