@@ -16,13 +16,24 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import anyio
 from django.db import transaction
 from django.utils import timezone
 
 from mcp_expose.models import UpstreamServer, UpstreamTool
-from mcp_expose.upstream.discovery import Discovery
+from mcp_expose.upstream.discovery import Discovery, UpstreamTarget, discover
+from mcp_expose.upstream.sealing import SecretUnavailable
 
 logger = logging.getLogger("mcp_expose.upstream")
+
+
+def rediscover(server: UpstreamServer) -> tuple[Discovery, dict[str, int]]:
+    """Discover `server` now and record it (from sync code: a command, an admin action)."""
+    try:
+        discovery = anyio.run(discover, UpstreamTarget.from_row(server))
+    except SecretUnavailable as exc:
+        discovery = Discovery(error=str(exc))
+    return discovery, record_discovery(server, discovery)
 
 
 @transaction.atomic

@@ -2,13 +2,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 from django.core.management.base import BaseCommand, CommandError
 
 from mcp_expose.models import UpstreamServer
-from mcp_expose.upstream.discovery import Discovery, UpstreamTarget, discover
-from mcp_expose.upstream.sealing import SecretUnavailable
-from mcp_expose.upstream.snapshots import record_discovery
+from mcp_expose.upstream.snapshots import rediscover
 
 
 class Command(BaseCommand):
@@ -30,11 +27,7 @@ class Command(BaseCommand):
             return
         failed = 0
         for row in servers:
-            try:
-                discovery = anyio.run(discover, UpstreamTarget.from_row(row))
-            except SecretUnavailable as exc:
-                discovery = Discovery(error=str(exc))
-            counts = record_discovery(row, discovery)
+            discovery, counts = rediscover(row)
             if not discovery.reached:
                 failed += 1
                 self.stdout.write(self.style.ERROR(f"{row.name}: not read: {discovery.error}"))

@@ -1,0 +1,248 @@
+"""Upstream servers in the admin: register one (its secrets write-only), discover its tools, approve them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_POST
+
+from mcp_expose.core.ssrf_guard import AddressRefused, connectable_address
+from mcp_expose.models import UpstreamServer, UpstreamTool
+from mcp_expose.operator.upstream_review import definition_diff
+from mcp_expose.upstream.headers import parse_headers
+from mcp_expose.upstream.sealing import seal
+from mcp_expose.upstream.snapshots import NothingToApprove, approve, rediscover
+
+
+class UpstreamServerForm(forms.ModelForm):
+    headers = forms.CharField(
+        label=_("headers"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
+        help_text=_(
+            "One per line, 'Name: value', sent with every request when authentication is 'Static headers'. "
+            "Stored sealed and never shown again: leave blank to keep the current ones. A value 'env:NAME' is read "
+            "from that environment variable instead."
+        ),
+    )
+    clear_headers = forms.BooleanField(label=_("remove the stored headers"), required=False)
+
+    class Meta:
+        model = UpstreamServer
+        fields = ["name", "url", "enabled", "protocol", "authentication", "connect_timeout", "call_timeout"]
+
+    def clean_url(self) -> str:
+        url = self.cleaned_data["url"]
+        try:
+            connectable_address(url)  # the form (validated already) and every address the host resolves to now
+        except AddressRefused as exc:
+            raise ValidationError(str(exc)) from None
+        return url
+
+    def clean_headers(self) -> dict[str, str] | None:
+        text = self.cleaned_data.get("headers") or ""
+        if not text.strip():
+            return None
+        try:
+            return parse_headers(text)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        has_headers = bool(cleaned.get("headers")) or (
+            bool(self.instance.sealed_headers) and not cleaned.get("clear_headers")
+        )
+        if cleaned.get("authentication") == UpstreamServer.Authentication.HEADERS and not has_headers:
+            self.add_error("headers", _("Give at least one header, or choose another authentication."))
+        return cleaned
+
+    def save(self, commit: bool = True) -> UpstreamServer:
+        server = super().save(commit=False)
+        if self.cleaned_data.get("clear_headers"):
+            server.sealed_headers = ""
+        headers = self.cleaned_data.get("headers")
+        if headers:
+            server.sealed_headers = seal(json.dumps(headers))
+        if commit:
+            server.save()
+        return server
+
+
+@admin.register(UpstreamServer)
+class UpstreamServerAdmin(admin.ModelAdmin):
+    form = UpstreamServerForm
+    list_display = ["name", "url", "enabled", "protocol", "discovered_at", "health", "tool_counts"]
+    list_filter = ["enabled", "protocol", "authentication"]
+    search_fields = ["name", "url"]
+    actions = ["discover_now"]
+    readonly_fields = [
+        "stored_headers",
+        "discovered_at",
+        "protocol_version",
+        "server_info",
+        "discovery_error",
+        "diagnostics_list",
+    ]
+    fieldsets = [
+        (None, {"fields": ["name", "url", "enabled", "protocol", "connect_timeout", "call_timeout"]}),
+        (_("Authentication"), {"fields": ["authentication", "stored_headers", "headers", "clear_headers"]}),
+        (
+            _("Last discovery"),
+            {"fields": ["discovered_at", "protocol_version", "server_info", "discovery_error", "diagnostics_list"]},
+        ),
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[UpstreamServer]:
+        Status = UpstreamTool.Status
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                approved_count=Count("tools", filter=Q(tools__status__in=[Status.APPROVED, Status.CHANGED])),
+                pending_count=Count("tools", filter=Q(tools__status__in=[Status.PENDING, Status.CHANGED])),
+                blocked_count=Count("tools", filter=Q(tools__status=Status.BLOCKED)),
+            )
+        )
+
+    @admin.display(description=_("tools (approved / waiting / blocked)"))
+    def tool_counts(self, obj: Any) -> str:
+        return f"{obj.approved_count} / {obj.pending_count} / {obj.blocked_count}"
+
+    @admin.display(description=_("health"))
+    def health(self, obj: UpstreamServer) -> str:
+        if obj.discovered_at is None:
+            return str(_("never discovered"))
+        if obj.discovery_error:
+            return str(_("not reached: %(error)s") % {"error": obj.discovery_error[:120]})
+        return str(_("read; %(count)d entries refused") % {"count": len(obj.diagnostics or [])})
+
+    @admin.display(description=_("stored headers"))
+    def stored_headers(self, obj: UpstreamServer) -> str:
+        return str(_("set (values hidden)") if obj.sealed_headers else _("none"))
+
+    @admin.display(description=_("diagnostics"))
+    def diagnostics_list(self, obj: UpstreamServer) -> str:
+        entries = obj.diagnostics or []
+        if not entries:
+            return "—"
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join(
+                "",
+                "<li><code>{}</code> {}: {}</li>",
+                ((entry.get("tool") or "—", entry.get("field"), entry.get("problem")) for entry in entries),
+            ),
+        )
+
+    def has_discover_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("mcp_expose.discover_upstreamserver")
+
+    @admin.action(description=_("Discover now"), permissions=["discover"])
+    def discover_now(self, request: HttpRequest, queryset: QuerySet[UpstreamServer]) -> None:
+        for server in queryset:
+            discovery, counts = rediscover(server)
+            self.log_change(request, server, [{"changed": {"fields": ["discovered_at"]}}])
+            if discovery.reached:
+                self.message_user(
+                    request,
+                    _(
+                        "%(server)s: %(tools)d tools read (%(new)d new, %(changed)d changed, %(withdrawn)d withdrawn), "
+                        "%(refused)d refused."
+                    )
+                    % {
+                        "server": server.name,
+                        "tools": len(discovery.tools),
+                        "refused": len(discovery.diagnostics),
+                        **counts,
+                    },
+                    messages.SUCCESS if not discovery.diagnostics else messages.WARNING,
+                )
+            else:
+                self.message_user(request, f"{server.name}: {discovery.error}", messages.ERROR)
+
+
+@admin.register(UpstreamTool)
+class UpstreamToolAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "status", "last_seen", "approved_at", "approved_by"]
+    list_filter = ["status", "server"]
+    search_fields = ["name", "server__name"]
+    actions = ["block_selected", "unblock_selected"]
+    fields = ["server", "name", "status", "block_reason", "approved_at", "approved_by", "last_seen", "review"]
+    readonly_fields = ["server", "name", "status", "block_reason", "approved_at", "approved_by", "last_seen", "review"]
+    change_form_template = "admin/mcp_expose/upstreamtool/change_form.html"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # tools come from discovery only
+
+    def has_approve_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("mcp_expose.approve_upstreamtool")
+
+    @admin.display(description=_("definition"))
+    def review(self, obj: UpstreamTool) -> str:
+        if obj.proposed is None:
+            return format_html(
+                "<pre>{}</pre>", definition_diff(None, obj.approved).split("\n", 2)[-1] if obj.approved else "—"
+            )
+        return format_html('<pre class="mcp-diff">{}</pre>', definition_diff(obj.approved, obj.proposed))
+
+    def get_urls(self) -> list[Any]:
+        extra = [
+            path(
+                "<int:object_id>/approve/",
+                self.admin_site.admin_view(self.approve_view),
+                name="mcp_expose_upstreamtool_approve",
+            )
+        ]
+        return [*extra, *super().get_urls()]
+
+    def approve_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """Approve the proposed definition shown on the change page (its digest travels with the form)."""
+        return require_POST(self._approve)(request, object_id)
+
+    def _approve(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        if not self.has_approve_permission(request):
+            raise PermissionDenied
+        tool = get_object_or_404(UpstreamTool, pk=object_id)
+        try:
+            approve(tool, request.user, str(request.POST.get("digest", "")))
+        except NothingToApprove as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+        else:
+            self.log_change(request, tool, [{"changed": {"fields": ["approved"]}}])
+            self.message_user(
+                request, _("%(tool)s: the definition shown is approved.") % {"tool": tool}, messages.SUCCESS
+            )
+        return HttpResponseRedirect(reverse("admin:mcp_expose_upstreamtool_change", args=[object_id]))
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        context = {**(extra_context or {}), "can_approve": self.has_approve_permission(request)}
+        return super().change_view(request, object_id, form_url, context)
+
+    @admin.action(description=_("Block selected tools"), permissions=["approve"])
+    def block_selected(self, request: HttpRequest, queryset: QuerySet[UpstreamTool]) -> None:
+        for tool in queryset.exclude(status=UpstreamTool.Status.BLOCKED):
+            tool.status, tool.block_reason = UpstreamTool.Status.BLOCKED, f"Blocked by {request.user}."
+            tool.save(update_fields=["status", "block_reason"])
+            self.log_change(request, tool, [{"changed": {"fields": ["status"]}}])
+
+    @admin.action(description=_("Unblock selected tools"), permissions=["approve"])
+    def unblock_selected(self, request: HttpRequest, queryset: QuerySet[UpstreamTool]) -> None:
+        Status = UpstreamTool.Status
+        for tool in queryset.filter(status=Status.BLOCKED):
+            tool.status = (Status.CHANGED if tool.proposed else Status.APPROVED) if tool.approved else Status.PENDING
+            tool.block_reason = ""
+            tool.save(update_fields=["status", "block_reason"])
+            self.log_change(request, tool, [{"changed": {"fields": ["status"]}}])

@@ -1,0 +1,27 @@
+"""What a person reviews before approving an upstream tool: the definition served now beside the one proposed."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+
+def pretty(definition: Any) -> str:
+    return json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False) if definition is not None else ""
+
+
+def definition_diff(approved: Any, proposed: Any) -> str:
+    """A unified diff, line by line, of the approved definition and the proposed one (all of it when nothing is
+    approved yet). Descriptions are split at their line breaks, so a changed sentence shows as itself."""
+    before = _lines(approved)
+    after = _lines(proposed)
+    return "\n".join(difflib.unified_diff(before, after, "approved (served now)", "proposed", lineterm="", n=3))
+
+
+def _lines(definition: Any) -> list[str]:
+    if definition is None:
+        return []
+    shown = dict(definition)
+    description = shown.pop("description", "") or ""
+    return ["description:", *(f"  {line}" for line in description.split("\n")), *pretty(shown).split("\n")]
