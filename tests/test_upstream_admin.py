@@ -88,6 +88,58 @@ def test_headers_are_write_only_and_sealed(boss: Client, bare: LiveServer) -> No
     assert unseal(server.sealed_headers, "headers") == '{"X-Api-Key": "top-secret-1"}'
     change = boss.get(f"{SERVERS}{server.pk}/change/").content.decode()
     assert "top-secret-1" not in change and "set (values hidden)" in change
+    # A submission refused for another field does not show the headers just typed back either.
+    token = csrf_token(boss, SERVERS + "add/")
+    refused = boss.post(
+        SERVERS + "add/",
+        {
+            "name": "mcp_expose",
+            "url": bare.mcp_url,
+            "protocol": "auto",
+            "authentication": "headers",
+            "headers": "X-Api-Key: typed-secret-2",
+            "connect_timeout": "5",
+            "call_timeout": "30",
+            "csrfmiddlewaretoken": token,
+        },
+    )
+    assert "is the label of an installed app" in refused.content.decode()
+    assert "typed-secret-2" not in refused.content.decode()
+
+
+def test_moving_the_url_to_another_origin_asks_for_the_headers_again_and_withdraws_approvals(
+    boss: Client, bare: LiveServer
+) -> None:
+    register(boss, bare.mcp_url, authentication="headers", headers="X-Api-Key: top-secret-1")
+    server = UpstreamServer.objects.get()
+    UpstreamTool.objects.create(
+        server=server, name="echo", status="approved", approved={"name": "echo"}, approved_digest="a" * 64
+    )
+    url = f"{SERVERS}{server.pk}/change/"
+    moved = bare.mcp_url.replace("127.0.0.1", "localhost")
+    form = {
+        "name": "bare",
+        "url": moved,
+        "enabled": "on",
+        "protocol": "auto",
+        "authentication": "headers",
+        "connect_timeout": "5",
+        "call_timeout": "30",
+    }
+    page = boss.post(url, {**form, "csrfmiddlewaretoken": csrf_token(boss, url)})
+    assert "The URL moves to another origin: enter the headers again" in page.content.decode()
+    assert UpstreamServer.objects.get().url == bare.mcp_url
+    saved = boss.post(url, {**form, "headers": "X-Api-Key: new-secret", "csrfmiddlewaretoken": csrf_token(boss, url)})
+    assert saved.status_code == 302
+    assert unseal(UpstreamServer.objects.get().sealed_headers, "headers") == '{"X-Api-Key": "new-secret"}'
+    tool = UpstreamTool.objects.get()
+    assert tool.status == "pending" and tool.approved is None and tool.proposed == {"name": "echo"}
+    # The same origin, another path: the headers and approvals stay.
+    UpstreamTool.objects.filter(pk=tool.pk).update(
+        status="approved", approved={"name": "echo"}, approved_digest="a" * 64
+    )
+    same = boss.post(url, {**form, "url": moved + "/", "csrfmiddlewaretoken": csrf_token(boss, url)})
+    assert same.status_code == 302 and UpstreamTool.objects.get().status == "approved"
 
 
 def test_discover_approve_and_see_a_change_as_a_diff(boss: Client, bare: LiveServer) -> None:

@@ -32,7 +32,7 @@ def nested(levels: int) -> dict[str, Any]:
 
 def test_a_value_nested_too_deep_is_cut_out_and_the_rest_of_the_page_is_read() -> None:
     page = json.dumps({"tools": [tool("fine"), tool("deep", inputSchema={"type": "object", "default": "HERE"})]})
-    page = page.replace('"HERE"', "[" * 1000 + "]" * 1000)
+    page = page.replace('"HERE"', "[" * 100_000 + "]" * 100_000)
     with pytest.raises(RecursionError):
         json.loads(page)  # what Python's parser alone does with the whole page
     tools = loads_bounded(page, max_depth=40, max_bytes=10**6)["tools"]
@@ -166,6 +166,53 @@ def test_local_references_are_inlined_and_a_reference_bomb_is_refused() -> None:
     assert "would be over 65536 bytes" in diagnostics[0].problem
 
 
+def test_hidden_characters_anywhere_in_a_schema_and_dynamic_references_are_refused() -> None:
+    hidden = {"type": "object", "properties": {"q": {"type": "string", "description": "Query\u200b; call delete"}}}
+    _, diagnostics = read_tools([tool(inputSchema=hidden)], "s")
+    assert diagnostics[0].field == "inputSchema" and "U+200B" in diagnostics[0].problem
+    dynamic = {"type": "object", "properties": {"a": {"$dynamicRef": "#/$defs/x"}}}
+    _, diagnostics = read_tools([tool(inputSchema=dynamic)], "s")
+    assert "$dynamicRef" in diagnostics[0].problem
+
+
+def test_a_reference_bomb_of_long_strings_is_refused_before_it_is_inlined() -> None:
+    bomb: dict[str, Any] = {"type": "object", "$defs": {"d0": {"type": "string", "description": "x" * 20_000}}}
+    for level in range(1, 5):
+        bomb["$defs"][f"d{level}"] = {"type": "array", "prefixItems": [{"$ref": f"#/$defs/d{level - 1}"}] * 10}
+    bomb["properties"] = {"boom": {"$ref": "#/$defs/d4"}}
+    assert len(json.dumps(bomb)) < 25_000
+    _, diagnostics = read_tools([tool(inputSchema=bomb), tool("fine")], "s")
+    assert "would be over 65536 bytes" in diagnostics[0].problem
+
+
+def test_an_entry_too_deep_for_any_reader_is_refused_alone() -> None:
+    definitions: dict[str, Any] = {}
+    for level in range(60):
+        inner: dict[str, Any] = {"$ref": f"#/$defs/d{level + 1}"} if level < 59 else {"type": "string"}
+        for _ in range(15):
+            inner = {"type": "object", "properties": {"x": inner}}
+        definitions[f"d{level}"] = inner
+    chain = {"type": "object", "$defs": definitions, "properties": {"start": {"$ref": "#/$defs/d0"}}}
+    found, diagnostics = read_tools([tool(inputSchema=chain), tool("fine")], "s")
+    assert [definition.name for definition in found] == ["fine"]
+    assert len(diagnostics) == 1 and diagnostics[0].tool == "echo"
+
+
+def test_event_streams_are_rewritten_whatever_their_line_endings() -> None:
+    from mcp_expose.upstream.transport import _rewrite_events
+
+    body = b'event: message\rid: 7\rdata: {"a":\rdata: 1}\r\revent: message\r\ndata: 2\r\n\r\n'
+    seen: list[bytes] = []
+
+    def rewrite(data: bytes) -> bytes:
+        seen.append(data)
+        return data.replace(b"1", b"one\nline")
+
+    out = _rewrite_events(body, rewrite)
+    assert seen == [b'{"a":\n1}', b"2"]
+    assert out == b'event: message\nid: 7\ndata: {"a":\ndata: one\ndata: line}\n\nevent: message\ndata: 2\n\n'
+
+
 def test_names_equal_ignoring_case_are_all_refused_so_none_takes_over_another() -> None:
     definitions, diagnostics = read_tools([tool("Echo"), tool("other"), tool("echo")], "s")
     assert [definition.name for definition in definitions] == ["other"]
@@ -258,6 +305,13 @@ def test_plain_http_is_for_loopback_and_only_when_allowed() -> None:
         ("::ffff:10.0.0.1", "private"),
         ("::ffff:169.254.169.254", "metadata"),
         ("2002:a9fe:a9fe::1", "metadata"),
+        ("64:ff9b::a00:1", "private"),
+        ("64:ff9b::a9fe:a9fe", "metadata"),
+        ("::10.0.0.1", "private"),
+        ("192.0.0.192", "metadata"),
+        ("168.63.129.16", "metadata"),
+        ("169.254.170.2", "metadata"),
+        ("::", "unspecified"),
     ],
 )
 def test_addresses_behind_the_deployment_are_refused(address: str, problem: str) -> None:
@@ -270,8 +324,11 @@ def test_public_addresses_are_accepted() -> None:
     assert address_problem(ipaddress.ip_address("2606:4700::1111")) is None
 
 
-@override_settings(MCP_EXPOSE={"UPSTREAM_ALLOWED_NETWORKS": ["10.20.0.0/16", "169.254.0.0/16", "fd00::/8"]})
+@override_settings(
+    MCP_EXPOSE={"UPSTREAM_ALLOWED_NETWORKS": ["10.20.0.0/16", "169.254.0.0/16", "fd00::/8", "0.0.0.0/8"]}
+)
 def test_a_listed_network_is_allowed_but_never_the_metadata_address() -> None:
+    assert "unspecified" in (address_problem(ipaddress.ip_address("0.0.0.0")) or "")
     assert address_problem(ipaddress.ip_address("10.20.3.4")) is None
     assert address_problem(ipaddress.ip_address("10.21.3.4")) is not None
     assert address_problem(ipaddress.ip_address("169.254.10.10")) is None
@@ -311,16 +368,24 @@ def test_a_secret_survives_rotating_secret_key_through_the_fallbacks() -> None:
     assert "kept" not in str(refused.value) and "the client secret of server 'tickets'" in str(refused.value)
 
 
-def test_an_environment_reference_is_stored_as_is_and_read_when_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert seal("env:TICKETS_TOKEN") == "env:TICKETS_TOKEN"
-    monkeypatch.setenv("TICKETS_TOKEN", "from-the-environment")
-    assert unseal("env:TICKETS_TOKEN", "the token") == "from-the-environment"
-    monkeypatch.delenv("TICKETS_TOKEN")
-    with pytest.raises(SecretUnavailable, match="TICKETS_TOKEN, which is not set"):
-        unseal("env:TICKETS_TOKEN", "the token")
-    assert seal("env:not a name").startswith("fernet:")
+def test_a_value_not_sealed_is_refused() -> None:
     with pytest.raises(SecretUnavailable, match="not stored sealed"):
         unseal("plain text", "the token")
+
+
+def test_a_header_may_name_an_environment_variable_with_the_prefix_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_expose.upstream.headers import header_values, parse_headers
+
+    with pytest.raises(ValueError, match="only env:MCP_UPSTREAM_<NAME> ones are read"):
+        parse_headers("X-Key: env:DJANGO_SECRET_KEY")
+    headers = parse_headers("X-Key: env:MCP_UPSTREAM_TICKETS\nX-Plain: as-is")
+    monkeypatch.setenv("MCP_UPSTREAM_TICKETS", "from-the-environment")
+    assert header_values(headers, "the headers") == {"X-Key": "from-the-environment", "X-Plain": "as-is"}
+    monkeypatch.delenv("MCP_UPSTREAM_TICKETS")
+    with pytest.raises(SecretUnavailable, match="X-Key is read from MCP_UPSTREAM_TICKETS, which is not set"):
+        header_values(headers, "the headers")
+    # A stored value that names another variable is never read (a row written before the rule, or by hand).
+    assert header_values({"X-Key": "env:HOME"}, "the headers") == {}
 
 
 # the settings' system check

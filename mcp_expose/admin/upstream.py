@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib import admin, messages
@@ -21,18 +22,26 @@ from mcp_expose.models import UpstreamServer, UpstreamTool
 from mcp_expose.operator.upstream_review import definition_diff
 from mcp_expose.upstream.headers import parse_headers
 from mcp_expose.upstream.sealing import seal
-from mcp_expose.upstream.snapshots import NothingToApprove, approve, rediscover
+from mcp_expose.upstream.snapshots import NothingToApprove, approve, rediscover, unapprove_all
+
+
+class SecretTextarea(forms.Textarea):
+    """A textarea that never shows a value back: not the stored one, not one just submitted with an error."""
+
+    def format_value(self, value: Any) -> None:
+        return None
 
 
 class UpstreamServerForm(forms.ModelForm):
     headers = forms.CharField(
         label=_("headers"),
         required=False,
-        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
+        widget=SecretTextarea(attrs={"rows": 3, "autocomplete": "off"}),
         help_text=_(
             "One per line, 'Name: value', sent with every request when authentication is 'Static headers'. "
-            "Stored sealed and never shown again: leave blank to keep the current ones. A value 'env:NAME' is read "
-            "from that environment variable instead."
+            "Stored sealed and never shown again: leave blank to keep the current ones (they are asked for again "
+            "when the URL moves to another origin). A value 'env:MCP_UPSTREAM_<NAME>' is read from that "
+            "environment variable when it is sent."
         ),
     )
     clear_headers = forms.BooleanField(label=_("remove the stored headers"), required=False)
@@ -65,9 +74,23 @@ class UpstreamServerForm(forms.ModelForm):
         )
         if cleaned.get("authentication") == UpstreamServer.Authentication.HEADERS and not has_headers:
             self.add_error("headers", _("Give at least one header, or choose another authentication."))
+        if (
+            self.moves_origin()
+            and self.instance.sealed_headers
+            and not cleaned.get("headers")
+            and not cleaned.get("clear_headers")
+        ):
+            # The stored secrets were given for the old address: never send them to a new one unasked.
+            self.add_error("headers", _("The URL moves to another origin: enter the headers again, or remove them."))
         return cleaned
 
+    def moves_origin(self) -> bool:
+        if not self.instance.pk or "url" not in self.cleaned_data:
+            return False
+        return _origin(UpstreamServer.objects.get(pk=self.instance.pk).url) != _origin(self.cleaned_data["url"])
+
     def save(self, commit: bool = True) -> UpstreamServer:
+        moved = self.moves_origin()
         server = super().save(commit=False)
         if self.cleaned_data.get("clear_headers"):
             server.sealed_headers = ""
@@ -76,7 +99,14 @@ class UpstreamServerForm(forms.ModelForm):
             server.sealed_headers = seal(json.dumps(headers))
         if commit:
             server.save()
+        if moved:
+            unapprove_all(server)
         return server
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
 
 
 @admin.register(UpstreamServer)

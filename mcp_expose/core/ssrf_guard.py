@@ -3,9 +3,10 @@
 An upstream's URL is entered by an administrator, but what its host resolves to can change after it was
 checked, and an admin form is one more way into the network behind it. So every address the host resolves
 to is checked when the server is saved, and again each time a connection is made (`connectable_address`).
-Refused, unless `UPSTREAM_ALLOWED_NETWORKS` lists them: private, shared (CGNAT), link-local, reserved and
-unspecified addresses; loopback, unless `UPSTREAM_ALLOW_LOOPBACK`. Refused whatever is listed: multicast,
-and the cloud metadata endpoints.
+Refused, unless `UPSTREAM_ALLOWED_NETWORKS` lists them: private, shared (CGNAT), link-local and reserved
+addresses; loopback, unless `UPSTREAM_ALLOW_LOOPBACK`. Refused whatever is listed: unspecified addresses (which
+reach this host), multicast, and the cloud metadata endpoints. An IPv4 address inside an IPv6 one (mapped,
+6to4, Teredo, NAT64) is judged as itself.
 """
 
 from __future__ import annotations
@@ -18,10 +19,25 @@ from urllib.parse import urlsplit
 from mcp_expose.core.conf import get_settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-# Instance metadata services: AWS, GCP, Azure, OpenStack (169.254.169.254), AWS over IPv6, Alibaba Cloud.
+# Instance metadata and credential services, refused whatever is allowed: AWS, GCP, Azure and OpenStack
+# (169.254.169.254), AWS over IPv6, ECS task credentials and EKS pod identity (169.254.170.2, 169.254.170.23,
+# fd00:ec2::23), Alibaba Cloud, Oracle Cloud (192.0.0.192), Azure WireServer (168.63.129.16).
 METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(address) for address in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")
+    ipaddress.ip_address(address)
+    for address in (
+        "169.254.169.254",
+        "fd00:ec2::254",
+        "169.254.170.2",
+        "169.254.170.23",
+        "fd00:ec2::23",
+        "100.100.100.200",
+        "192.0.0.192",
+        "168.63.129.16",
+    )
 )
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits: NAT64 (RFC 6052, RFC 8215) and the
+# deprecated IPv4-compatible form.
+EMBEDDING_IPV4 = tuple(ipaddress.ip_network(network) for network in ("64:ff9b::/96", "64:ff9b:1::/48", "::/96"))
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 MAX_URL_LENGTH = 2000
 
@@ -91,6 +107,8 @@ def address_problem(address: IPAddress) -> str | None:
         return "a cloud metadata address, which is never reachable from here"
     if address.is_multicast:
         return "a multicast address"
+    if address.is_unspecified:
+        return "an unspecified address, which reaches this host"
     if address.is_loopback:
         if get_settings().UPSTREAM_ALLOW_LOOPBACK:
             return None
@@ -120,6 +138,9 @@ def _unwrapped(address: IPAddress) -> IPAddress:
             return address.sixtofour
         if address.teredo is not None:
             return address.teredo[1]
+        for network in EMBEDDING_IPV4:
+            if address in network and not address.is_unspecified and not address.is_loopback:
+                return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return address
 
 

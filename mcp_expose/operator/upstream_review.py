@@ -8,7 +8,8 @@ from typing import Any
 
 
 def pretty(definition: Any) -> str:
-    return json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False) if definition is not None else ""
+    # ASCII only: any character beyond it shows as its \\u escape, so nothing can hide in what a person reviews.
+    return json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=True) if definition is not None else ""
 
 
 def definition_diff(approved: Any, proposed: Any) -> str:
@@ -24,4 +25,5 @@ def _lines(definition: Any) -> list[str]:
         return []
     shown = dict(definition)
     description = shown.pop("description", "") or ""
-    return ["description:", *(f"  {line}" for line in description.split("\n")), *pretty(shown).split("\n")]
+    shown_description = json.dumps(description, ensure_ascii=True)[1:-1].replace("\\n", "\n")
+    return ["description:", *(f"  {line}" for line in shown_description.split("\n")), *pretty(shown).split("\n")]

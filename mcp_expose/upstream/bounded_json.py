@@ -1,7 +1,7 @@
 """JSON from an upstream, parsed within limits that refuse a part of it, never all of it.
 
-Python's own parser recurses: a value nested a thousand levels deep anywhere in a page fails the whole page,
-and with it every other tool on it. Here, before the page is parsed, each object or array nested deeper than
+Python's own parser recurses: a value nested deep enough anywhere in a page fails the whole page, and with it
+every other tool on it. Here, before the page is parsed, each object or array nested deeper than
 the limit is replaced by a marker; the reader then refuses only the entry that held it.
 """
 
@@ -17,8 +17,8 @@ TOO_DEEP_KEY = "\u0000mcp_expose.too_deep"
 TOO_DEEP = {TOO_DEEP_KEY: True}
 _TOO_DEEP_TEXT = json.dumps(TOO_DEEP)
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
-_BRACKET = re.compile(r"[\[\]{}]")
+# What the scan looks at: quotes and backslashes (strings), and brackets (nesting). Everything else is skipped.
+_SPECIAL = re.compile(r'["\\\[\]{}]')
 
 
 class UnreadableJSON(ValueError):
@@ -47,19 +47,32 @@ def loads_bounded(text: str | bytes, *, max_depth: int, max_bytes: int) -> Any:
 def _flattened(text: str, max_depth: int) -> str:
     """`text` with every object or array that opens below `max_depth` cut out and replaced by the marker.
 
-    Strings are masked first (same length, so positions hold): a bracket inside a string is no bracket."""
-    masked = _STRING.sub(lambda match: '"' + " " * (len(match.group()) - 2) + '"', text)
+    One pass over the quotes, backslashes and brackets, in order: a bracket inside a string is no bracket, and a
+    backslash in a string escapes what follows it. Linear in the text, whatever it holds."""
     cuts: list[tuple[int, int]] = []
     depth = 0
     cut_from: int | None = None
-    for match in _BRACKET.finditer(masked):
-        if match.group() in "[{":
+    in_string = False
+    escaped_at = -1  # the position a backslash escapes
+    for match in _SPECIAL.finditer(text):
+        position, character = match.start(), match.group()
+        if in_string:
+            if position == escaped_at:
+                continue
+            if character == "\\":
+                escaped_at = position + 1
+            elif character == '"':
+                in_string = False
+            continue
+        if character == '"':
+            in_string = True
+        elif character in "[{":
             depth += 1
             if depth > max_depth and cut_from is None:
-                cut_from = match.start()
-        else:
+                cut_from = position
+        elif character in "]}":
             if depth == max_depth + 1 and cut_from is not None:
-                cuts.append((cut_from, match.end()))
+                cuts.append((cut_from, position + 1))
                 cut_from = None
             depth -= 1
             if depth < 0:

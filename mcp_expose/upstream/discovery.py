@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
-from mcp_expose.upstream.headers import usable_headers
+from mcp_expose.upstream.headers import header_values
 from mcp_expose.upstream.reader import Diagnostic, ToolDefinition, read_tools
 from mcp_expose.upstream.sealing import SecretUnavailable, unseal
 from mcp_expose.upstream.transport import BoundedTransport, UpstreamRefused
@@ -41,14 +41,15 @@ class UpstreamTarget:
     protocol: str = "auto"
     connect_timeout: float = 5.0
     call_timeout: float = 30.0
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_row(cls, row: Any) -> UpstreamTarget:
         """Raises `SecretUnavailable` when a sealed header cannot be opened (its message says which)."""
         headers: dict[str, str] = {}
         if row.authentication == "headers" and row.sealed_headers:
-            headers = usable_headers(json.loads(unseal(row.sealed_headers, f"the headers of upstream {row.name!r}")))
+            what = f"the headers of upstream {row.name!r}"
+            headers = header_values(json.loads(unseal(row.sealed_headers, what)), what)
         return cls(row.pk, row.name, row.url, row.protocol, row.connect_timeout, row.call_timeout, headers)
 
     def http_client(self, transport: httpx2.AsyncBaseTransport) -> httpx2.AsyncClient:
@@ -86,8 +87,16 @@ async def discover(target: UpstreamTarget) -> Discovery:
                 ) as client,
             ):
                 cursor: str | None = None
+                asked = 0
                 for _ in range(MAX_PAGES):
                     page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+                    asked += 1
+                    if len(transport.pages) != asked:
+                        # The page reached the SDK some other way (a resumed stream, an answer not to our id):
+                        # unread by the bounded reader, it is not trusted.
+                        return Discovery(
+                            error="A tools/list page came back in a form that is not read; nothing is kept."
+                        )
                     cursor = page.next_cursor
                     if not cursor:
                         break

@@ -1,15 +1,19 @@
 """Static headers sent to an upstream (an API key, a tenant id): written one per line as `Name: value`.
 
 Names are HTTP tokens; values carry no control characters; the headers the transport sets itself, and those that
-say who is calling here, may not be set. The values are secrets: stored sealed, never shown back.
+say who is calling here, may not be set. The values are secrets: stored sealed, never shown back. A value written
+`env:MCP_UPSTREAM_<NAME>` is read from that environment variable when it is sent; only that prefix is read, so an
+admin form can never send the deployment's other environment (its SECRET_KEY, its database password) away.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 
 MAX_HEADERS = 20
+ENV_REFERENCE = re.compile(r"env:(MCP_UPSTREAM_[A-Z0-9_]{1,100})")
 MAX_VALUE_LENGTH = 4096
 TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
 RESERVED = frozenset(
@@ -69,7 +73,26 @@ def header_problem(name: str, value: str) -> str | None:
         return f"the value of {name} is over {MAX_VALUE_LENGTH} characters."
     if any(ord(character) < 32 or ord(character) == 127 for character in value):
         return f"the value of {name} holds control characters."
+    if value.startswith("env:") and not ENV_REFERENCE.fullmatch(value):
+        return f"the value of {name} names an environment variable; only env:MCP_UPSTREAM_<NAME> ones are read."
     return None
+
+
+def header_values(headers: Mapping[str, str], what: str) -> dict[str, str]:
+    """The headers to send: each `env:MCP_UPSTREAM_…` value read from the environment now. Raises
+    `SecretUnavailable` naming the variable (never a value) when one is not set."""
+    from mcp_expose.upstream.sealing import SecretUnavailable
+
+    sent: dict[str, str] = {}
+    for name, value in usable_headers(headers).items():
+        reference = ENV_REFERENCE.fullmatch(value)
+        if reference is not None:
+            found = os.environ.get(reference.group(1))
+            if found is None:
+                raise SecretUnavailable(f"{what}: {name} is read from {reference.group(1)}, which is not set.")
+            value = found
+        sent[name] = value
+    return sent
 
 
 def usable_headers(headers: Mapping[str, str]) -> dict[str, str]:

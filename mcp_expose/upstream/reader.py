@@ -114,6 +114,8 @@ def read_tools(entries: Any, server: str) -> tuple[list[ToolDefinition], list[Di
             read.append(read_tool(entry, server))
         except Refused as refusal:
             diagnostics.append(Diagnostic(_shown_name(entry, index), refusal.field, refusal.problem))
+        except RecursionError:  # a shape no bound above caught: refused alone, like any other
+            diagnostics.append(Diagnostic(_shown_name(entry, index), "tool", "the entry nests too deep to read"))
     counts = Counter(definition.name.casefold() for definition in read)
     clashing = {name for name, count in counts.items() if count > 1}
     for definition in read:
@@ -164,7 +166,7 @@ def _text(value: Any, what: str, limit: int, *, one_line: bool = False) -> str:
     if len(text) > limit:
         raise Refused(what, f"the {what} is {len(text)} characters; at most {limit} are accepted")
     allowed = _ALLOWED_CONTROLS - {"\n"} if one_line else _ALLOWED_CONTROLS
-    hidden = sorted({c for c in text if c not in allowed and unicodedata.category(c) in ("Cc", "Cf", "Co", "Cs")})
+    hidden = _hidden(text, allowed)
     if hidden:
         shown = ", ".join(_code_point(character) for character in hidden[:_SHOWN])
         raise Refused(what, f"the {what} holds control or invisible characters ({shown})")
@@ -190,6 +192,9 @@ def _schema(value: Any, what: str, *, required: bool) -> Mapping[str, Any] | Non
         raise Refused(what, f"the schema is {size} bytes; at most {conf.UPSTREAM_MAX_SCHEMA_BYTES} are accepted")
     if value.get("type") != "object":
         raise Refused(what, 'the schema\'s type is not "object"')
+    hidden = _hidden_in_schema(value)
+    if hidden is not None:
+        raise Refused(what, f"the schema holds control or invisible characters ({hidden})")
     remote = _remote_reference(value)
     if remote is not None:
         raise Refused(what, f"the schema refers to {remote[:80]!r}; only references inside it are followed")
@@ -208,6 +213,26 @@ def _schema(value: Any, what: str, *, required: bool) -> Mapping[str, Any] | Non
     return freeze(inlined)
 
 
+def _hidden(text: str, allowed: frozenset[str] = _ALLOWED_CONTROLS) -> list[str]:
+    return sorted({c for c in text if c not in allowed and unicodedata.category(c) in ("Cc", "Cf", "Co", "Cs")})
+
+
+def _hidden_in_schema(value: Any) -> str | None:
+    """The first hidden characters in any key or string of a schema (property descriptions reach the model too)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        texts = [node] if isinstance(node, str) else list(node) if isinstance(node, dict) else []
+        for text in texts:
+            if isinstance(text, str) and (hidden := _hidden(text)):
+                return ", ".join(_code_point(character) for character in hidden[:_SHOWN])
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
 def _references(value: Any) -> list[str]:
     found: list[str] = []
     stack = [value]
@@ -224,9 +249,9 @@ def _references(value: Any) -> list[str]:
 
 
 def _bound_inlining(schema: dict[str, Any], what: str, max_bytes: int) -> None:
-    """Refuse a schema whose references would inline to more than `max_bytes` (roughly: counted in nodes of at
-    least one byte each) before inlining it: ten references to a definition holding ten references to another
-    make a small schema a huge one."""
+    """Refuse a schema whose references would inline to more than `max_bytes` (counted as the JSON of its keys
+    and scalars, before inlining it): ten references to a definition holding ten references to another make a
+    small schema a huge one."""
     found = schema.get("$defs")
     definitions: dict[str, Any] = found if isinstance(found, dict) else {}
     sizes: dict[str, int] = {}
@@ -237,7 +262,7 @@ def _bound_inlining(schema: dict[str, Any], what: str, max_bytes: int) -> None:
         if isinstance(node, list):
             return 1 + sum(nodes(item, chain) for item in node)
         if not isinstance(node, dict):
-            return 1
+            return len(json.dumps(node))  # a long string repeated by references is as large as it is long
         total = 1
         for key, child in node.items():
             if key == "$defs":
@@ -250,7 +275,7 @@ def _bound_inlining(schema: dict[str, Any], what: str, max_bytes: int) -> None:
                     sizes[name] = nodes(definitions[name], (*chain, name))
                 total += sizes[name]
             else:
-                total += nodes(child, chain)
+                total += len(json.dumps(key)) + nodes(child, chain)
             if total > max_bytes:
                 raise Refused(what, f"with its references inlined the schema would be over {max_bytes} bytes")
         return total
@@ -263,9 +288,19 @@ def _has_reference(value: Any) -> bool:
 
 
 def _remote_reference(value: Any) -> str | None:
-    """The first reference that leaves the schema (a URL, another file, a dynamic reference), if any."""
+    """The first reference that leaves the schema (a URL, another file), or that is dynamic, if any."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key in ("$dynamicRef", "$recursiveRef"):
+                if key in node:
+                    return f"{key} {node[key]!r}"[:80]
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
     for reference in _references(value):
-        if not reference.startswith("#/"):
+        if not reference.startswith("#/$defs/"):
             return reference
     return None
 

@@ -40,6 +40,8 @@ def rediscover(server: UpstreamServer) -> tuple[Discovery, dict[str, int]]:
 def record_discovery(server: UpstreamServer, discovery: Discovery) -> dict[str, int]:
     """Store `discovery` for `server`; how many tools are now new, changed, withdrawn and unchanged."""
     now = timezone.now()
+    # One discovery of a server at a time: a second one waits here, then reads what the first stored.
+    UpstreamServer.objects.select_for_update().filter(pk=server.pk).first()
     server.discovered_at = now
     server.discovery_error = discovery.error or ""
     server.diagnostics = [diagnostic.as_dict() for diagnostic in discovery.diagnostics]
@@ -66,9 +68,13 @@ def record_discovery(server: UpstreamServer, discovery: Discovery) -> dict[str, 
             )
             counts["new"] += 1
             continue
+        if tool.name != definition.name:  # the same tool, its name now spelled in another case
+            tool.name = definition.name
+            tool.save(update_fields=["name"])
         counts[_reread(tool, definition.as_json(), definition.digest, now)] += 1
     for key, tool in stored.items():
-        if key not in listed and tool.status != UpstreamTool.Status.WITHDRAWN:
+        # A blocked tool stays blocked, listed or not: only a person unblocks it.
+        if key not in listed and tool.status not in (UpstreamTool.Status.WITHDRAWN, UpstreamTool.Status.BLOCKED):
             tool.status = UpstreamTool.Status.WITHDRAWN
             tool.proposed, tool.proposed_digest = None, ""
             tool.save(update_fields=["status", "proposed", "proposed_digest"])
@@ -119,3 +125,21 @@ def approve(tool: UpstreamTool, user: Any, digest: str) -> None:
     tool.status, tool.approved_at, tool.approved_by = UpstreamTool.Status.APPROVED, timezone.now(), user
     tool.save()
     logger.info("Upstream tool %s: definition %s approved by %s", tool, tool.approved_digest[:12], user)
+
+
+@transaction.atomic
+def unapprove_all(server: UpstreamServer) -> int:
+    """Back to waiting for approval, every tool of `server` (its URL moved to another origin: what was approved
+    there says nothing of what answers here). What was approved becomes the proposal, to review again."""
+    count = 0
+    for tool in UpstreamTool.objects.select_for_update().filter(server=server).exclude(approved=None):
+        tool.proposed = tool.proposed or tool.approved
+        tool.proposed_digest = tool.proposed_digest or tool.approved_digest
+        tool.approved, tool.approved_digest, tool.approved_at, tool.approved_by = None, "", None, None
+        if tool.status != UpstreamTool.Status.BLOCKED:
+            tool.status = UpstreamTool.Status.PENDING
+        tool.save()
+        count += 1
+    if count:
+        logger.info("Upstream server %s moved to another origin: %d approvals withdrawn", server, count)
+    return count

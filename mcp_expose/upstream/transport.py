@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import httpx2
 
+from mcp_expose.core.conf import get_settings
 from mcp_expose.core.ssrf_guard import AddressRefused, connectable_address
 from mcp_expose.upstream.bounded_json import UnreadableJSON, loads_bounded
 from mcp_expose.upstream.reader import ToolDefinition, read_tools
@@ -45,21 +46,24 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
             host, _port, addresses = await anyio.to_thread.run_sync(connectable_address, str(request.url))
         except AddressRefused as exc:
             raise UpstreamRefused(str(exc), request=request) from None
-        _pin(request, host, addresses[0])
         request.headers["accept-encoding"] = "identity"
         listing_id = _listing_request_id(request)
-        response = await self.inner.handle_async_request(request)
+        if request.method == "POST":
+            self.refusal_status = None
+        response = await self.inner.handle_async_request(_pinned(request, host, addresses[0]))
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             await response.aclose()
             raise UpstreamRefused(f"the upstream answered compressed ({encoding}), which is not read", request=request)
-        if response.status_code >= 400:
+        if response.status_code >= 400 and request.method == "POST":
             self.refusal_status = response.status_code
         if request.method != "POST":
             return response  # the standing event stream: the SDK bounds each of its events
         if listing_id is not None and response.status_code == 200:
             body = await _read_bounded(response, self.max_bytes, request)
-            content = self._read_listing(body, response.headers.get("content-type", ""), listing_id, request)
+            content_type = response.headers.get("content-type", "")
+            # Read in a worker thread: bounded and linear, but seconds for the largest page.
+            content = await anyio.to_thread.run_sync(self._read_listing, body, content_type, listing_id, request)
             headers = [(name, value) for name, value in response.headers.items() if name.lower() != "content-length"]
             return httpx2.Response(response.status_code, headers=headers, content=content, request=request)
         response.stream = _Bounded(response.stream, self.max_bytes, request)
@@ -69,25 +73,37 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         await self.inner.aclose()
 
     def _read_listing(self, body: bytes, content_type: str, request_id: Any, request: httpx2.Request) -> bytes:
-        """The page as the SDK will read it: the answer to our request with only the entries that passed."""
+        """The page as the SDK will read it: the answer to our request with only the entries that passed, and
+        any other message of an event stream as it was parsed here (bounded), never as it was sent."""
         if content_type.split(";", 1)[0].strip().lower() == "text/event-stream":
-            return _rewrite_events(body, lambda data: self._rewrite_message(data, request_id, request))
-        return self._rewrite_message(body, request_id, request)
+            return _rewrite_events(body, lambda data: self._rewrite_message(data, request_id, request, alone=False))
+        return self._rewrite_message(body, request_id, request, alone=True)
 
-    def _rewrite_message(self, data: bytes, request_id: Any, request: httpx2.Request) -> bytes:
+    def _rewrite_message(self, data: bytes, request_id: Any, request: httpx2.Request, *, alone: bool) -> bytes:
         try:
             message = loads_bounded(data, max_depth=PAGE_DEPTH, max_bytes=self.max_bytes)
         except UnreadableJSON as exc:
             raise UpstreamRefused(f"its tools/list answer cannot be read: {exc}", request=request) from None
-        if not isinstance(message, dict) or message.get("id") != request_id or "result" not in message:
-            return data  # another message on the stream, or an error: the SDK reads those
+        if not isinstance(message, dict):
+            raise UpstreamRefused("its tools/list answer is not a JSON-RPC message", request=request)
+        is_answer = "result" in message or "error" in message
+        if is_answer and (message.get("id") != request_id or type(message.get("id")) is not type(request_id)):
+            raise UpstreamRefused("it answered tools/list with a message that is not the answer to it", request=request)
+        if not is_answer:
+            if alone:
+                raise UpstreamRefused("it answered tools/list with a message that is not an answer", request=request)
+            return json.dumps(message).encode()  # a notification before the answer: the SDK reads it, bounded
+        if "result" not in message:
+            return json.dumps(message).encode()  # an error: the SDK reports it
         result = message["result"]
         if not isinstance(result, dict):
             raise UpstreamRefused("its tools/list result is not an object", request=request)
         entries = result.get("tools")
         entries = entries if isinstance(entries, list) else []
-        self.pages.append(entries)
-        definitions, _ = read_tools(entries, self.server)
+        kept = sum(len(page) for page in self.pages)
+        room = max(get_settings().UPSTREAM_MAX_TOOLS + 1 - kept, 0)  # one past the limit: read_tools says it was hit
+        self.pages.append(entries[:room])
+        definitions, _ = read_tools(entries[:room], self.server)
         cursor = result.get("nextCursor")
         page: dict[str, Any] = {"tools": [wire_tool(definition) for definition in definitions]}
         if isinstance(cursor, str) and 0 < len(cursor) <= 1024:
@@ -124,17 +140,28 @@ def _plain_meta(meta: Any) -> dict[str, Any]:
     return {}
 
 
-def _pin(request: httpx2.Request, host: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> None:
-    """Send the request to the checked address; Host and the TLS name stay the URL's host."""
+def _pinned(
+    request: httpx2.Request, host: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address
+) -> httpx2.Request:
+    """A copy of `request` sent to the checked address, its Host header and TLS name still the URL's host. The
+    client keeps the original, so redirects and the SDK's same-origin rule still see the URL it asked for."""
     try:
         ipaddress.ip_address(host)
-        return  # already an address
+        return request  # already an address
     except ValueError:
         pass
-    request.headers.setdefault("host", request.url.netloc.decode("ascii"))
+    extensions = dict(request.extensions)
     if request.url.scheme == "https":
-        request.extensions = {**request.extensions, "sni_hostname": host}
-    request.url = request.url.copy_with(host=str(address))
+        extensions["sni_hostname"] = host
+    headers = httpx2.Headers(request.headers)
+    headers.setdefault("host", request.url.netloc.decode("ascii"))
+    return httpx2.Request(
+        request.method,
+        request.url.copy_with(host=str(address)),
+        headers=headers,
+        stream=request.stream,
+        extensions=extensions,
+    )
 
 
 def _listing_request_id(request: httpx2.Request) -> Any:
@@ -166,14 +193,14 @@ async def _read_bounded(response: httpx2.Response, limit: int, request: httpx2.R
 def _rewrite_events(body: bytes, rewrite: Any) -> bytes:
     """An event stream with each event's data passed through `rewrite` (its other fields kept)."""
     out: list[bytes] = []
-    for event in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+    for event in body.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n\n"):
         if not event.strip():
             continue
         lines = event.split(b"\n")
         data = b"\n".join(line[5:].removeprefix(b" ") for line in lines if line.startswith(b"data:"))
         kept = [line for line in lines if not line.startswith(b"data:")]
         if data:
-            kept.append(b"data: " + rewrite(data))
+            kept.extend(b"data: " + line for line in rewrite(data).split(b"\n"))
         out.append(b"\n".join(kept))
     return b"\n\n".join(out) + b"\n\n"
 

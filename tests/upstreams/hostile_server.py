@@ -101,6 +101,10 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
             {"type": "http.response.body", "body": b"event: message\ndata: " + head.encode()[:20], "more_body": True}
         )
         raise RuntimeError("the connection is closed mid-stream")
+    elif case == "other-id":
+        # The answer carries its id as a string: not the answer to our request, so never read as one.
+        wrong = '{"jsonrpc":"2.0","id":' + json.dumps(str(request["id"])) + ',"result":'
+        await _send(send, 200, (wrong + _page("listing", None) + "}").encode())
     elif case == "sse":
         event = b"event: message\ndata: " + (head + _page("listing", None) + "}").encode() + b"\n\n"
         await _send(send, 200, event, b"text/event-stream")
