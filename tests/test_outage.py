@@ -115,6 +115,28 @@ def test_postgresql_refusing_connections_is_unavailable_and_sql_errors_are_not()
     assert not database_unavailable(wrong_sql.value)
 
 
+def test_an_error_raised_while_the_database_was_failing_counts_as_the_outage() -> None:
+    from django.db.transaction import TransactionManagementError
+
+    def failing_inside_atomic() -> None:
+        try:
+            raise OperationalError("consuming input failed: server closed the connection unexpectedly")
+        except OperationalError:
+            raise TransactionManagementError("An error occurred in the current transaction.") from None
+
+    with pytest.raises(TransactionManagementError) as raised:
+        failing_inside_atomic()
+    assert raised.value.__context__ is not None and database_unavailable(raised.value)
+    try:
+        raise ValueError("a bug")
+    except ValueError as bug:
+        assert not database_unavailable(bug)
+        try:
+            raise TransactionManagementError("an error of its own") from bug
+        except TransactionManagementError as unrelated:
+            assert not database_unavailable(unrelated)
+
+
 async def test_a_sql_error_stays_internal(registry: CapabilityRegistry) -> None:
     @mcp_expose.tool(registry=registry, key="t.bad_sql")
     def bad_sql() -> None:

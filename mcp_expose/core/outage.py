@@ -70,7 +70,22 @@ UNAVAILABLE_SQLSTATES = ("25006", "55P03")
 
 
 def database_unavailable(exc: BaseException) -> bool:
-    """Whether `exc` says the database cannot be reached or locked right now, rather than that a query is wrong."""
+    """Whether `exc` says the database cannot be reached or locked right now, rather than that a query is wrong.
+
+    An exception raised while handling such an error counts as it: a connection that dies inside an atomic block
+    surfaces as whatever the code around it raised next (Django's TransactionManagementError, a rollback that
+    fails), with the driver's error as its cause or context."""
+    current: BaseException | None = exc
+    for _ in range(5):
+        if current is None:
+            return False
+        if _unavailable_itself(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _unavailable_itself(exc: BaseException) -> bool:
     if isinstance(exc, DependencyUnavailable):
         return exc.dependency == "database"
     if not isinstance(exc, OperationalError | InterfaceError | InternalError):
