@@ -132,7 +132,7 @@ def unapprove_all(server: UpstreamServer) -> int:
     """Back to waiting for approval, every tool of `server` (its URL moved to another origin: what was approved
     there says nothing of what answers here). What was approved becomes the proposal, to review again."""
     count = 0
-    for tool in UpstreamTool.objects.select_for_update().filter(server=server).exclude(approved=None):
+    for tool in UpstreamTool.objects.select_for_update().filter(server=server).filter(approved__isnull=False):
         tool.proposed = tool.proposed or tool.approved
         tool.proposed_digest = tool.proposed_digest or tool.approved_digest
         tool.approved, tool.approved_digest, tool.approved_at, tool.approved_by = None, "", None, None
