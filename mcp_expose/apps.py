@@ -17,9 +17,9 @@ class McpExposeConfig(AppConfig):
         from mcp_expose.core.conf import get_settings
         from mcp_expose.declare.discovery import autodiscover
         from mcp_expose.declare.registry import registry
-        from mcp_expose.models import ExposedTool, PromptTemplate
+        from mcp_expose.models import ExposedTool, PromptTemplate, UpstreamServer, UpstreamTool
         from mcp_expose.oauth import checks as oauth_checks  # noqa: F401
-        from mcp_expose.signals import row_saved, sync_after_migrate
+        from mcp_expose.signals import row_saved, sync_after_migrate, upstream_saved
 
         autodiscover(get_settings().AUTODISCOVER_MODULE, registry)
         problems = registry.problems()
@@ -36,6 +36,10 @@ class McpExposeConfig(AppConfig):
         m2m_changed.connect(
             row_saved, sender=ExposedTool.allowed_clients.through, dispatch_uid="mcp_expose.clients_changed"
         )
+        for model in (UpstreamServer, UpstreamTool):
+            label = model._meta.model_name
+            post_save.connect(upstream_saved, sender=model, dispatch_uid=f"mcp_expose.{label}_saved")
+            post_delete.connect(row_saved, sender=model, dispatch_uid=f"mcp_expose.{label}_deleted")
         _watch_credentials()
 
 

@@ -29,6 +29,31 @@ def row_saved(sender: type, *, using: str = "default", **kwargs: Any) -> None:
     transaction.on_commit(catalog_changed, using=using)
 
 
+# What a discovery writes that changes nothing served: a reading beside an approved definition, and the
+# server's last-discovery facts. Saves of nothing else leave the revision alone.
+UNSERVED_FIELDS = frozenset(
+    {"proposed", "proposed_digest", "last_seen", "discovered_at", "discovery_error", "diagnostics", "server_info"}
+)
+
+
+def upstream_saved(
+    sender: type,
+    *,
+    instance: Any,
+    created: bool = False,
+    update_fields: Any = None,
+    using: str = "default",
+    **kwargs: Any,
+) -> None:
+    """An upstream server or tool saved: the catalog recompiles unless the save touched only what is not served
+    (a new tool is pending, so its creation serves nothing either)."""
+    if created and getattr(instance, "approved", None) is None and hasattr(instance, "approved"):
+        return
+    if update_fields is not None and set(update_fields) <= UNSERVED_FIELDS:
+        return
+    transaction.on_commit(catalog_changed, using=using)
+
+
 def catalog_changed() -> None:
     """Tell every process (through the cache) and this one (directly) to recompile, and open
     `subscriptions/listen` streams that the lists changed."""

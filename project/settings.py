@@ -118,6 +118,8 @@ MCP_EXPOSE = {
     "INSTRUCTIONS": "Tools for a small lending library: search the catalogue, look up books, borrow and return.",
     # The MCP Inspector runs in a browser on localhost.
     "ALLOWED_ORIGINS": ["http://localhost:*", "http://127.0.0.1:*"],
+    # The demo's upstream MCP server runs beside it on loopback (plain HTTP); a deployment leaves this off.
+    "UPSTREAM_ALLOW_LOOPBACK": True,
 }
 
 REST_FRAMEWORK = {

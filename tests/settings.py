@@ -27,3 +27,6 @@ REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"loans": "8/min"}
 
 # View patterns the parity tests call over HTTP and through MCP (tests/test_view_parity.py); no models, no tools.
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.parity"]  # noqa: F405
+
+# The library's default, not the demo's: tests that reach a loopback upstream turn it on where they mean it.
+MCP_EXPOSE = {**MCP_EXPOSE, "UPSTREAM_ALLOW_LOOPBACK": False}  # noqa: F405

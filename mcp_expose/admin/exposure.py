@@ -138,7 +138,10 @@ class ExposedToolAdmin(admin.ModelAdmin):
 
     @staticmethod
     def _capability(obj: ExposedTool | None) -> Capability | None:
-        return registry.get(obj.key) if obj is not None else None
+        if obj is None:
+            return None
+        # Declared in code, or compiled from an approved upstream tool (no declaration to look up).
+        return registry.get(obj.key) or provider.get_sync().capabilities.get(obj.key)
 
     @admin.display(description=_("tool name"), ordering="wire_name")
     def tool_name(self, obj: ExposedTool) -> str:

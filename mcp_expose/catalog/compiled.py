@@ -93,6 +93,9 @@ class Catalog:
     problems: tuple[str, ...] = ()
     resources: tuple[ToolEntry, ...] = ()
     prompts: tuple[ToolEntry, ...] = ()
+    # Every capability compiled, served or not, by key: the admin describes rows by it (upstream tools have no
+    # declaration in code to look up).
+    capabilities: Mapping[str, Capability] = field(default_factory=dict, compare=False, repr=False)
     # What is derived from this revision once and served many times (wire definitions, encoded listings).
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -143,12 +146,12 @@ def compile_catalog(
     by_name: dict[str, ToolEntry] = {}
     taken: dict[str, str] = {}
     problems: list[str] = []
-    seen_keys: set[str] = set()
+    seen: dict[str, Capability] = {}
     # Prompts written in the admin come after those declared in code; a name clash keeps the code's.
     for capability in [*capabilities, *(capability_for(state) for state in prompt_templates)]:
-        if capability.key in seen_keys:
+        if capability.key in seen:
             continue
-        seen_keys.add(capability.key)
+        seen[capability.key] = capability
         row = rows.get(capability.key)
         if not (row.enabled if row is not None else capability.enabled_by_default):
             continue
@@ -199,6 +202,7 @@ def compile_catalog(
         problems=tuple(problems),
         resources=tuple(resources),
         prompts=tuple(prompts),
+        capabilities=MappingProxyType(seen),
     )
 
 
@@ -244,7 +248,10 @@ class CatalogProvider:
             if self._catalog is not None and self._catalog.revision == revision:
                 return self._catalog
             try:
-                catalog = compile_catalog(self.registry, self._load_rows(), revision, self._load_prompts())
+                upstream, upstream_problems = self._load_upstream()
+                catalog = compile_catalog(
+                    [*self.registry, *upstream], self._load_rows(), revision, self._load_prompts()
+                )
             except Exception as exc:
                 if self._catalog is None or not database_unavailable(exc):
                     raise
@@ -252,6 +259,7 @@ class CatalogProvider:
                 # (its revision stays, so the next request compiles again).
                 outage.refused("compiling the catalog", exc)
                 return self._catalog
+            catalog = replace(catalog, problems=(*upstream_problems, *catalog.problems))
             for problem in catalog.problems:
                 logger.warning("Catalog: %s", problem)
             self._catalog = catalog
@@ -263,6 +271,12 @@ class CatalogProvider:
 
     def invalidate(self) -> None:
         self._catalog = None
+
+    @staticmethod
+    def _load_upstream() -> tuple[list[Capability], list[str]]:
+        from mcp_expose.upstream.capabilities import served_capabilities
+
+        return served_capabilities()
 
     @staticmethod
     def _load_prompts() -> list[Any]:

@@ -26,7 +26,8 @@ def sync_exposures(registry: CapabilityRegistry | None = None, *, using: str = "
 
     Existing rows are never overwritten: they hold the administrator's decisions.
     """
-    from mcp_expose.models import ExposedTool
+    from mcp_expose.models import ExposedTool, UpstreamTool
+    from mcp_expose.models.upstream import upstream_key
 
     registry = registry if registry is not None else default_registry
     report = SyncReport()
@@ -43,8 +44,12 @@ def sync_exposures(registry: CapabilityRegistry | None = None, *, using: str = "
                 row.stale = False
                 row.save(update_fields=["stale", "updated_at"])
                 report.revived.append(capability.key)
+        # An upstream tool's row lives as long as the tool: it has no declaration in code.
+        upstream = {
+            upstream_key(server, name) for server, name in UpstreamTool.objects.values_list("server_id", "name")
+        }
         for key, row in rows.items():
-            if key not in registry and not row.stale:
+            if key not in registry and key not in upstream and not row.stale:
                 row.stale = True
                 row.save(update_fields=["stale", "updated_at"])
                 report.marked_stale.append(key)

@@ -23,6 +23,8 @@ __all__ = [
     "ToolError",
     "Unavailable",
     "UnknownTool",
+    "UpstreamError",
+    "UpstreamUnavailable",
 ]
 
 
@@ -93,4 +95,24 @@ class Unavailable(ToolError):
 
     def __init__(self, message: str | None = None, *, retry_after: int) -> None:
         super().__init__(message, details={"retry_after": retry_after})
+        self.retry_after = retry_after
+
+
+class UpstreamError(ToolError):
+    """An upstream server's tool answered with an error (or with what cannot be read as an answer). Its
+    text is the upstream's, bounded, and `details.source` says it came from the upstream."""
+
+    code = "upstream_error"
+    default_message = "The upstream server's tool failed."
+
+
+class UpstreamUnavailable(ToolError):
+    """The upstream server cannot be reached, or failed so often just now that calls to it wait; retrying
+    later may succeed. `details.retry_after` says when, in seconds."""
+
+    code = "upstream_unavailable"
+    default_message = "The upstream server is unavailable right now."
+
+    def __init__(self, message: str | None = None, *, server: str, retry_after: int) -> None:
+        super().__init__(message, details={"upstream": server, "retry_after": retry_after})
         self.retry_after = retry_after

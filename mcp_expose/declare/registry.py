@@ -16,8 +16,8 @@ from mcp_expose.core.rates import parse_rate
 from mcp_expose.declare.names import name_problem, scope_problem
 from mcp_expose.declare.schema import LazySignature, SchemaSignature, ToolSignature
 
-CapabilityKind = Literal["function", "view", "model", "resource", "prompt"]
-TOOL_KINDS = frozenset({"function", "view", "model"})
+CapabilityKind = Literal["function", "view", "model", "resource", "prompt", "upstream"]
+TOOL_KINDS = frozenset({"function", "view", "model", "upstream"})
 Signature = ToolSignature | SchemaSignature
 # Where a person confirms a call: through the client (its form, or the approval page when it has none),
 # or only on the site's approval page, signed in (an auto-accepting client is not a person).

@@ -141,4 +141,6 @@ class UpstreamTool(models.Model):
 
 
 def upstream_key(server_id: object, tool: str) -> str:
-    return f"upstream.{server_id}.{tool}"
+    """By the server's primary key and the tool's name ignoring case (names are unique so): a rename of the
+    server, or a tool's name now spelled in another case, keeps its exposure row."""
+    return f"upstream.{server_id}.{tool.lower()}"

@@ -114,7 +114,8 @@ def catalog_overview(model_admin: Any, request: HttpRequest) -> HttpResponse:
             "oauth" if client is not None else "api_key",
             client_id=client.client_id if client is not None else None,
         )
-        rows = explain(provider.registry, CatalogProvider._load_rows(), catalog, principal)
+        upstream = [capability for capability in catalog.capabilities.values() if capability.kind == "upstream"]
+        rows = explain([*provider.registry, *upstream], CatalogProvider._load_rows(), catalog, principal)
     context = _context(
         model_admin,
         request,

@@ -15,7 +15,7 @@ from mcp_expose.core.conf import get_settings
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.exposure_state import ExposureState
 from mcp_expose.declare.json_schemas import thaw
-from mcp_expose.declare.registry import CapabilityRegistry
+from mcp_expose.declare.registry import Capability
 
 BYTES_PER_TOKEN = 4  # a common rule of thumb for JSON and English text
 MAX_DESCRIPTION_LENGTH = 1024  # clients cut or refuse longer descriptions
@@ -147,7 +147,7 @@ def lint_catalog(catalog: Catalog) -> CatalogLint:
 
 
 def explain(
-    registry: CapabilityRegistry, rows: Mapping[str, ExposureState], catalog: Catalog, principal: Principal
+    registry: Iterable[Capability], rows: Mapping[str, ExposureState], catalog: Catalog, principal: Principal
 ) -> list[Visibility]:
     """Every declared tool, in declaration order, with whether `principal` sees it and why not."""
     served = {entry.key: entry for entry in catalog.tools}

@@ -20,7 +20,7 @@ import anyio
 from django.db import transaction
 from django.utils import timezone
 
-from mcp_expose.models import UpstreamServer, UpstreamTool
+from mcp_expose.models import ExposedTool, UpstreamServer, UpstreamTool
 from mcp_expose.upstream.discovery import Discovery, UpstreamTarget, discover
 from mcp_expose.upstream.sealing import SecretUnavailable
 
@@ -45,10 +45,13 @@ def record_discovery(server: UpstreamServer, discovery: Discovery) -> dict[str, 
     server.discovered_at = now
     server.discovery_error = discovery.error or ""
     server.diagnostics = [diagnostic.as_dict() for diagnostic in discovery.diagnostics]
+    fields = ["discovered_at", "discovery_error", "diagnostics", "server_info"]
     if discovery.reached:
-        server.protocol_version = discovery.protocol_version
         server.server_info = dict(discovery.server_info)
-    server.save(update_fields=["discovered_at", "discovery_error", "diagnostics", "protocol_version", "server_info"])
+        if server.protocol_version != discovery.protocol_version:  # calls adopt it: served, so saved alone
+            server.protocol_version = discovery.protocol_version
+            fields.append("protocol_version")
+    server.save(update_fields=fields)
     counts = {"new": 0, "changed": 0, "withdrawn": 0, "unchanged": 0}
     if not discovery.reached:
         return counts
@@ -86,6 +89,7 @@ def _reread(tool: UpstreamTool, definition: dict[str, Any], digest: str, now: An
     """Update one stored tool from its new reading; which count it adds to."""
     Status = UpstreamTool.Status
     tool.last_seen = now
+    was = tool.status
     outcome = "unchanged"
     if tool.status == Status.BLOCKED:
         # Blocked stays blocked, whatever it reads now; the reading is kept to show.
@@ -101,7 +105,9 @@ def _reread(tool: UpstreamTool, definition: dict[str, Any], digest: str, now: An
     else:
         outcome = "unchanged" if digest == tool.proposed_digest and tool.status == Status.PENDING else "changed"
         tool.status, tool.proposed, tool.proposed_digest = Status.PENDING, definition, digest
-    tool.save(update_fields=["status", "proposed", "proposed_digest", "last_seen"])
+    # The status is saved only when it moved: that is what serves or withdraws a definition (see signals).
+    fields = ["proposed", "proposed_digest", "last_seen", *(["status"] if tool.status != was else [])]
+    tool.save(update_fields=fields)
     return outcome
 
 
@@ -124,6 +130,11 @@ def approve(tool: UpstreamTool, user: Any, digest: str) -> None:
     tool.proposed, tool.proposed_digest = None, ""
     tool.status, tool.approved_at, tool.approved_by = UpstreamTool.Status.APPROVED, timezone.now(), user
     tool.save()
+    # Its exposure row, the first time: disabled, and every call confirmed, until the admin decides otherwise (an
+    # existing row keeps what the admin set).
+    ExposedTool.objects.get_or_create(
+        key=tool.key, defaults={"enabled": False, "requires_confirmation": True, "destructive_hint": True}
+    )
     logger.info("Upstream tool %s: definition %s approved by %s", tool, tool.approved_digest[:12], user)
 
 

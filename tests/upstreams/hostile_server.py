@@ -35,6 +35,70 @@ LISTINGS: dict[str, list[dict[str, Any]]] = {
 }
 
 
+# The tools of /mcp/calls: each misbehaves when called, as its name says.
+CALL_TOOLS = [
+    tool("fine_call", inputSchema={"type": "object", "properties": {"text": {"type": "string"}}}),
+    tool("hang"),
+    tool("oversized"),
+    tool("error5xx"),
+    tool("closed"),
+    tool("malformed"),
+    tool("is_error"),
+    tool("deep_result"),
+    tool("unknown_content"),
+    tool(
+        "bad_output",
+        outputSchema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+    ),
+    tool(
+        "good_output",
+        outputSchema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+    ),
+]
+LISTINGS["calls"] = CALL_TOOLS
+
+
+def _result(request_id: Any, result: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"resultType": "complete", **result}}).encode()
+
+
+async def _call(scope: Any, receive: Any, send: Any, request: dict[str, Any]) -> None:
+    name = request["params"]["name"]
+    request_id = request["id"]
+    headers = {key.decode().lower(): value.decode() for key, value in scope["headers"]}
+    if name == "fine_call":
+        shown = {key: headers[key] for key in ("x-agent-depth", "x-conversation-id", "authorization") if key in headers}
+        text = json.dumps({"arguments": request["params"].get("arguments"), "headers": shown})
+        await _send(send, 200, _result(request_id, {"content": [{"type": "text", "text": text}]}))
+    elif name == "hang":
+        while (await receive())["type"] != "http.disconnect":
+            pass
+    elif name == "oversized":
+        await _send(send, 200, _result(request_id, {"content": [{"type": "text", "text": "x" * (2 * 1024 * 1024)}]}))
+    elif name == "error5xx":
+        await _send(send, 502, b"<html>Bad Gateway</html>", b"text/html")
+    elif name == "closed":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": b'event: message\ndata: {"jsonrpc"', "more_body": True})
+        raise RuntimeError("the connection is closed mid-stream")
+    elif name == "malformed":
+        await _send(send, 200, b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b',"result":{"content":[}')
+    elif name == "is_error":
+        text = "Ticket 12 is locked.\x1b[31m" + "y" * 5000
+        await _send(send, 200, _result(request_id, {"content": [{"type": "text", "text": text}], "isError": True}))
+    elif name == "deep_result":
+        body = _result(request_id, {"content": [], "structuredContent": {"x": "DEEP"}}).decode()
+        await _send(send, 200, body.replace('"DEEP"', deep(1000)).encode())
+    elif name == "unknown_content":
+        await _send(send, 200, _result(request_id, {"content": [{"type": "hologram", "data": "?"}]}))
+    elif name == "bad_output":
+        await _send(send, 200, _result(request_id, {"content": [], "structuredContent": {"n": "seven"}}))
+    elif name == "good_output":
+        await _send(
+            send, 200, _result(request_id, {"content": [{"type": "text", "text": "{}"}], "structuredContent": {"n": 7}})
+        )
+
+
 def _page(case: str, cursor: str | None) -> str:
     if case == "paged":
         if cursor is None:
@@ -72,6 +136,9 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
         return
     case = scope["path"].removeprefix("/mcp/")
     request = json.loads(await _body(receive) or b"{}")
+    if case == "calls" and request.get("method") == "tools/call":
+        await _call(scope, receive, send, request)
+        return
     if request.get("method") != "tools/list":
         await _send(
             send,

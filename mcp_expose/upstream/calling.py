@@ -1,0 +1,176 @@
+"""A call to an upstream tool: pinned to the server row it was discovered on, checked and bounded both ways.
+
+The arguments were checked against the approved input schema by the dispatcher (the capability's signature is
+that schema) before this runs. Here the call is refused before it leaves when the breaker is open or the chain
+would be too deep; it goes to the row's URL under the upstream's own tool name, with the row's headers and this
+call's depth and conversation (never the caller's credentials); and what comes back passes `results.read_result`.
+Whatever the upstream does ends as a value or a `ToolError` the model can read: never an exception of ours.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+from pydantic import ValidationError
+
+from mcp_expose.core.conf import get_settings
+from mcp_expose.core.context import InvocationContext
+from mcp_expose.core.errors import ToolError, UpstreamError, UpstreamUnavailable
+from mcp_expose.upstream.breaker import CircuitBreaker
+from mcp_expose.upstream.discovery import UpstreamTarget, describe_failure
+from mcp_expose.upstream.pool import pool
+from mcp_expose.upstream.results import OutputCheck, error_text, read_result
+from mcp_expose.upstream.transport import UpstreamRefused
+
+logger = logging.getLogger("mcp_expose.upstream")
+
+MODERN = "2026-07-28"
+
+
+class UpstreamTimeout(ToolError):
+    code = "timeout"
+
+    def __init__(self, server: str, seconds: float) -> None:
+        super().__init__(
+            f"The upstream server {server!r} did not answer within {seconds:g} seconds; the call to it was "
+            "cancelled. Whether it acted on it is for that server to say.",
+            details={"timeout_seconds": seconds, "upstream": server},
+        )
+
+
+@dataclass(frozen=True)
+class UpstreamCall:
+    """What a served upstream tool calls: the server's row (as a target), the upstream's own name for the tool,
+    and the approved output schema, if any."""
+
+    target: UpstreamTarget
+    tool: str
+    output: OutputCheck | None = None
+    # The era the last discovery agreed on ("" for none yet): the call adopts it without asking again.
+    protocol_version: str = ""
+
+    @property
+    def mode(self) -> str:
+        if self.target.protocol == "2025-11-25":
+            return "legacy"
+        if self.target.protocol == MODERN or self.protocol_version == MODERN:
+            return MODERN
+        return "legacy" if self.protocol_version else "auto"
+
+
+_BREAKER: CircuitBreaker | None = None
+
+
+def breaker() -> CircuitBreaker:
+    """This process's breaker for upstream servers (per process: see `upstream.breaker`), made again when its
+    settings change."""
+    global _BREAKER
+    conf = get_settings()
+    if _BREAKER is None or (_BREAKER.threshold, _BREAKER.cooldown) != (
+        conf.UPSTREAM_BREAKER_THRESHOLD,
+        conf.UPSTREAM_BREAKER_COOLDOWN,
+    ):
+        _BREAKER = CircuitBreaker(conf.UPSTREAM_BREAKER_THRESHOLD, conf.UPSTREAM_BREAKER_COOLDOWN)
+    return _BREAKER
+
+
+class _Failed(Exception):
+    """The upstream could not be used for this call (counted by the breaker); `error` is the answer."""
+
+    def __init__(self, error: ToolError) -> None:
+        self.error = error
+
+
+async def call_upstream(call: UpstreamCall, arguments: dict[str, Any], context: InvocationContext) -> Any:
+    """Call the tool and return its result as a local tool's value; raise a `ToolError` otherwise."""
+    target = call.target
+    headers = context.outbound_headers()  # DepthExceeded (a tool error) before anything leaves
+    guard = breaker()
+    wait = guard.retry_after(target.pk)
+    if wait is not None:
+        raise UpstreamUnavailable(
+            f"The upstream server {target.name!r} failed repeatedly just now; calls to it resume in "
+            f"{math.ceil(wait)} s.",
+            server=target.name,
+            retry_after=math.ceil(wait),
+        )
+    try:
+        result = await _send(call, arguments, headers, context)
+    except _Failed as failed:
+        if guard.failed(target.pk):
+            logger.warning("Upstream %s: circuit opened after repeated failures", target.name)
+        raise failed.error from None
+    guard.succeeded(target.pk)
+    return read_result(result, target.name, call.output)
+
+
+async def _send(
+    call: UpstreamCall, arguments: dict[str, Any], headers: dict[str, str], context: InvocationContext
+) -> types.CallToolResult:
+    target = call.target
+    http, shared = pool.client(target, headers)
+
+    async def forward_progress(progress: float, total: float | None, message: str | None) -> None:
+        await context.report_progress(progress, total, message[:500] if message else None)
+
+    try:
+        with anyio.fail_after(target.connect_timeout + target.call_timeout):
+            async with Client(streamable_http_client(target.url, http_client=http), mode=call.mode) as client:
+                request = types.CallToolRequest(params=types.CallToolRequestParams(name=call.tool, arguments=arguments))
+                return await client.session.send_request(
+                    request,
+                    types.CallToolResult,
+                    request_read_timeout_seconds=target.call_timeout,
+                    progress_callback=forward_progress,
+                )
+    except TimeoutError:
+        raise _Failed(UpstreamTimeout(target.name, target.call_timeout)) from None
+    except Exception as exc:  # noqa: BLE001  (whatever the upstream does ends here, as a tool error)
+        raise _classified(exc, call, shared.error_status) from None
+
+
+def _classified(exc: BaseException, call: UpstreamCall, status: int | None) -> Exception:
+    """A failure as the tool error it is: an error the upstream answered (not the upstream's fault, so not
+    counted), or the upstream unusable (counted by the breaker). Nothing the upstream sent is quoted but its
+    own error message, bounded."""
+    target = call.target
+    inner = exc
+    while isinstance(inner, BaseExceptionGroup) and inner.exceptions:
+        inner = inner.exceptions[0]
+    code = inner.error.code if isinstance(inner, MCPError) else None
+    if code == types.REQUEST_TIMEOUT or (
+        isinstance(inner, httpx2.TimeoutException) and not isinstance(inner, httpx2.ConnectTimeout)
+    ):
+        return _Failed(UpstreamTimeout(target.name, target.call_timeout))
+    if status is None and (code == types.PARSE_ERROR or isinstance(inner, ValidationError | UpstreamRefused)):
+        why = describe_failure(inner, target) if not isinstance(inner, MCPError) else "it is not JSON-RPC"
+        return _Failed(_upstream_error(target, f"answered what cannot be read: {why}"))
+    if isinstance(inner, MCPError) and status is None and code != types.CONNECTION_CLOSED:
+        message = error_text([types.TextContent(text=str(inner.error.message))])[:500]
+        return _upstream_error(target, f"refused the call: {message} (JSON-RPC {code})")
+    cause = (
+        "the connection closed before the answer"
+        if code == types.CONNECTION_CLOSED and status is None
+        else describe_failure(inner, target, status)
+    )
+    return _Failed(
+        UpstreamUnavailable(
+            f"The upstream server {target.name!r} could not be used: {cause}",
+            server=target.name,
+            retry_after=int(get_settings().UPSTREAM_BREAKER_COOLDOWN),
+        )
+    )
+
+
+def _upstream_error(target: UpstreamTarget, what: str) -> UpstreamError:
+    return UpstreamError(
+        f"The upstream server {target.name!r} {what}", details={"source": "upstream", "upstream": target.name}
+    )
