@@ -276,6 +276,29 @@ def test_summary_per_tool(db: None) -> None:
     assert {stat["tool"] for stat in report["windows"]["week"]["tools"]} == {"a", "b"}
 
 
+def test_summary_per_upstream_server(db: None) -> None:
+    from mcp_expose.models import UpstreamServer
+
+    tickets = UpstreamServer.objects.create(name="tickets", url="https://tickets.example/mcp")
+    now = timezone.now()
+    rows = [
+        ("tickets.echo", f"upstream.{tickets.pk}.echo", "ok", 20.0),
+        ("renamed", f"upstream.{tickets.pk}.add", "tool_error", 40.0),
+        ("gone.echo", "upstream.999.echo", "ok", 1.0),
+        ("a", "app.a", "ok", 5.0),
+    ]
+    ToolCall.objects.bulk_create(
+        ToolCall(tool_name=name, tool_key=key, outcome=outcome, duration_ms=ms, auth_method="api_key", created_at=now)
+        for name, key, outcome, ms in rows
+    )
+    servers = {stat["tool"]: stat for stat in summary()["windows"]["day"]["servers"]}
+    # By the server the tool was served from (its key), whatever name the admin served it under.
+    assert set(servers) == {"tickets", "(removed server #999)", "(this site)"}
+    assert servers["tickets"]["calls"] == 2 and servers["tickets"]["errors"] == 1
+    assert servers["tickets"]["p95_ms"] == 40.0
+    assert servers["(this site)"]["calls"] == 1
+
+
 def test_summary_json_needs_staff_and_the_view_permission(db: None) -> None:
     from django.contrib.auth.models import Permission
 

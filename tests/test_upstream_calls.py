@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -198,3 +199,25 @@ def test_a_half_open_breaker_lets_one_probe_through_and_closes_on_success() -> N
     assert guard.retry_after(7) is None
     assert guard.failed(7) is True  # a failed probe opens it again
     assert guard.state(7) == "open"
+
+
+def test_closing_the_pools_survives_each_failure(bare: LiveServer, caplog: pytest.LogCaptureFixture) -> None:
+    targets = [UpstreamTarget(pk, f"s{pk}", bare.mcp_url, "2026-07-28") for pk in (11, 12, 13)]
+
+    class Broken(Exception):
+        pass
+
+    async def run() -> int:
+        for target in targets:
+            pool.client(target, {})
+        transport = pool._pools[(id(asyncio.get_running_loop()), 12)].transport
+
+        async def fail() -> None:
+            raise Broken("cannot close")
+
+        transport.aclose = fail  # type: ignore[method-assign]
+        return await pool.aclose()
+
+    assert anyio.run(run) == 2
+    assert "Closing the connections to upstream 12 failed: Broken" in caplog.text
+    assert not pool._pools

@@ -109,27 +109,31 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port
 
 
+# What the server's page shows of its last discovery and its calls: read-only, in this order.
+LAST_DISCOVERY: list[Any] = [
+    "discovered_at",
+    "protocol_version",
+    "server_info",
+    "discovery_error",
+    "diagnostics_list",
+    "breaker",
+]
+
+
 @admin.register(UpstreamServer)
 class UpstreamServerAdmin(admin.ModelAdmin):
     form = UpstreamServerForm
-    list_display = ["name", "url", "enabled", "protocol", "discovered_at", "health", "tool_counts"]
+    list_display = ["name", "url", "enabled", "protocol", "discovered_at", "health", "breaker", "tool_counts"]
     list_filter = ["enabled", "protocol", "authentication"]
     search_fields = ["name", "url"]
     actions = ["discover_now"]
-    readonly_fields = [
-        "stored_headers",
-        "discovered_at",
-        "protocol_version",
-        "server_info",
-        "discovery_error",
-        "diagnostics_list",
-    ]
+    readonly_fields = ["stored_headers", *LAST_DISCOVERY]
     fieldsets = [
         (None, {"fields": ["name", "url", "enabled", "protocol", "connect_timeout", "call_timeout"]}),
         (_("Authentication"), {"fields": ["authentication", "stored_headers", "headers", "clear_headers"]}),
         (
             _("Last discovery"),
-            {"fields": ["discovered_at", "protocol_version", "server_info", "discovery_error", "diagnostics_list"]},
+            {"fields": LAST_DISCOVERY},
         ),
     ]
 
@@ -156,6 +160,18 @@ class UpstreamServerAdmin(admin.ModelAdmin):
         if obj.discovery_error:
             return str(_("not reached: %(error)s") % {"error": obj.discovery_error[:120]})
         return str(_("read; %(count)d entries refused") % {"count": len(obj.diagnostics or [])})
+
+    @admin.display(description=_("calls (this process)"))
+    def breaker(self, obj: UpstreamServer) -> str:
+        """The circuit breaker of the process serving this page: each process keeps its own."""
+        from mcp_expose.upstream.calling import breaker
+
+        guard = breaker()
+        state = guard.state(obj.pk)
+        if state == "closed":
+            failures = guard.failures(obj.pk)
+            return str(_("passing") if not failures else _("passing; %(count)d failed in a row") % {"count": failures})
+        return str(_("failing fast (breaker open)") if state == "open" else _("probing (breaker half-open)"))
 
     @admin.display(description=_("stored headers"))
     def stored_headers(self, obj: UpstreamServer) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,31 +41,56 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
 
 
 def tool_stats(since: datetime) -> list[ToolStats]:
+    """Per tool, by the name it was called by."""
+    return _grouped(since, lambda name, key: name)
+
+
+LOCAL = "(this site)"
+
+
+def server_stats(since: datetime) -> list[ToolStats]:
+    """Per upstream server its tools were served from, and one row for the tools of this site (`tool` holds
+    the server's name): which upstream the errors and the time come from."""
+    from mcp_expose.models import UpstreamServer
+
+    names = {str(pk): name for pk, name in UpstreamServer.objects.values_list("pk", "name")}
+
+    def server_of(name: str, key: str) -> str:
+        if not key.startswith("upstream."):
+            return LOCAL
+        pk = key.split(".", 2)[1]
+        return names.get(pk, f"(removed server #{pk})")
+
+    return _grouped(since, server_of)
+
+
+def _grouped(since: datetime, group: Callable[[str, str], str]) -> list[ToolStats]:
     from mcp_expose.models import ToolCall
 
     durations: dict[str, list[float]] = defaultdict(list)
     errors: dict[str, int] = defaultdict(int)
     denials: dict[str, int] = defaultdict(int)
-    for tool, outcome, duration in (
+    for name, key, outcome, duration in (
         ToolCall.objects.filter(created_at__gte=since)
-        .values_list("tool_name", "outcome", "duration_ms")
+        .values_list("tool_name", "tool_key", "outcome", "duration_ms")
         .iterator(chunk_size=5000)
     ):
-        durations[tool].append(duration)
-        errors[tool] += outcome not in NOT_ERRORS
-        denials[tool] += outcome in DENIALS
+        label = group(name, key)
+        durations[label].append(duration)
+        errors[label] += outcome not in NOT_ERRORS
+        denials[label] += outcome in DENIALS
     stats = []
-    for tool in sorted(durations):
-        values = sorted(durations[tool])
+    for label in sorted(durations):
+        values = sorted(durations[label])
         calls = len(values)
         stats.append(
             ToolStats(
-                tool=tool,
+                tool=label,
                 calls=calls,
-                errors=errors[tool],
-                denials=denials[tool],
-                error_rate=round(errors[tool] / calls, 4),
-                denial_rate=round(denials[tool] / calls, 4),
+                errors=errors[label],
+                denials=denials[label],
+                error_rate=round(errors[label] / calls, 4),
+                denial_rate=round(denials[label] / calls, 4),
                 p50_ms=round(percentile(values, 0.50), 2),
                 p95_ms=round(percentile(values, 0.95), 2),
             )
@@ -89,6 +115,7 @@ def summary() -> dict[str, Any]:
                 "since": (now - span).isoformat(),
                 "tools_list_calls": list_calls(span),
                 "tools": [asdict(stat) for stat in tool_stats(now - span)],
+                "servers": [asdict(stat) for stat in server_stats(now - span)],
             }
             for name, span in WINDOWS.items()
         },

@@ -119,6 +119,7 @@ class McpExposeASGI:
             try:
                 await sync_to_async(self._resolve_declarations, thread_sensitive=True)()
                 await stack.enter_async_context(self._serving())
+                stack.push_async_callback(_close_upstream_connections)
                 # Usage rows in batches only where a shutdown is announced, so that it can write the last ones.
                 if usage_writer.start(get_settings().USAGE_BATCH_SECONDS) is not None:
                     stack.push_async_callback(_write_queued_usage)
@@ -389,3 +390,10 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+async def _close_upstream_connections() -> None:
+    """At shutdown, the pooled connections to upstream servers (each closed alone; failures only logged)."""
+    from mcp_expose.upstream.pool import pool
+
+    await pool.aclose()

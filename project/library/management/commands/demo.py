@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 from mcp_expose.core.conf import get_settings
 from mcp_expose.models import ApiKey
 
+from ...helpdesk_setup import start_helpdesk
 from ...seed import seed_library
 
 DEMO_KEY_NAME = "demo"
@@ -42,13 +44,28 @@ class Command(BaseCommand):
             help="Prepare everything and print the details, but do not start the server.",
         )
         parser.add_argument(
+            "--upstream-port",
+            type=int,
+            default=None,
+            help="Port of the demo's upstream MCP server, the helpdesk (default: the demo's port + 1).",
+        )
+        parser.add_argument(
             "--debug",
             action="store_true",
             help="Serve with Django's DEBUG on: error pages with tracebacks and settings. Only on "
             "a machine nobody else can reach.",
         )
 
-    def handle(self, *args: Any, addrport: str, interactive: bool, serve: bool, debug: bool, **options: Any) -> None:
+    def handle(
+        self,
+        *args: Any,
+        addrport: str,
+        interactive: bool,
+        serve: bool,
+        debug: bool,
+        upstream_port: int | None = None,
+        **options: Any,
+    ) -> None:
         host, port = _split_addrport(addrport)
         # Without a terminal (a script, a pipe, CI) nobody can answer, so the defaults apply as with --noinput.
         interactive = interactive and sys.stdin.isatty()
@@ -81,7 +98,16 @@ class Command(BaseCommand):
         self.stdout.write(f"  Connect page:  {base}/mcp/connect/ (MCP Inspector, Claude, VS Code, Cursor)")
         self.stdout.write("  Try:           python manage.py mcp_tools --user admin")
         if serve:
-            self._serve(host, port, debug=debug)
+            helpdesk = start_helpdesk(host, upstream_port or port + 1, self._data_dir(), self.stdout)
+            # uvicorn hands a SIGTERM back to the process once it has shut down: exit through `finally`, so
+            # the helpdesk stops with the demo.
+            signal.signal(signal.SIGTERM, _exit_on_signal)
+            try:
+                self._serve(host, port, debug=debug)
+            finally:
+                if helpdesk is not None:
+                    helpdesk.terminate()
+                    helpdesk.wait(timeout=10)
 
     def _ensure_user(self, username: str, *, superuser: bool, interactive: bool) -> str | None:
         """Create the user if missing; returns the password only when it was just set."""
@@ -149,6 +175,10 @@ class Command(BaseCommand):
             settings.DEBUG = True
         self.stdout.write(f"  DEBUG:         {'on (--debug)' if settings.DEBUG else 'off (--debug turns it on)'}")
         uvicorn.run("project.asgi:application", host=host, port=port, lifespan="on", log_level="info")
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _split_addrport(addrport: str) -> tuple[str, int]:
