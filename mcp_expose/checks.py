@@ -253,6 +253,15 @@ def _upstream_setting_messages(conf: Any) -> list[checks.CheckMessage]:
                     id="mcp_expose.E016",
                 )
             )
+    interval = conf.UPSTREAM_DISCOVERY_INTERVAL
+    if isinstance(interval, bool) or not isinstance(interval, int | float) or interval < 0:
+        messages.append(
+            checks.Error(
+                f"MCP_EXPOSE['UPSTREAM_DISCOVERY_INTERVAL'] is {interval!r}.",
+                hint="Use a number of seconds, or 0 to discover only on request.",
+                id="mcp_expose.E016",
+            )
+        )
     for name in UPSTREAM_LIMITS:
         value = getattr(conf, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

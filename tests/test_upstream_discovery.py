@@ -12,8 +12,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
+from mcp_expose.declare.json_schemas import freeze, thaw
 from mcp_expose.models import UpstreamServer, UpstreamTool
 from mcp_expose.upstream.discovery import Discovery, UpstreamTarget, discover
+from mcp_expose.upstream.reader import ToolDefinition
 from mcp_expose.upstream.sealing import seal
 from mcp_expose.upstream.snapshots import NothingToApprove, approve, record_discovery
 from tests.live import LiveServer
@@ -235,6 +237,27 @@ def test_a_discovery_that_reaches_nothing_keeps_every_tool_as_it_was(
     assert server_row.discovery_error == "The upstream cannot be reached."
 
 
+def test_a_change_that_makes_the_approved_schema_unusable_blocks_the_tool_with_the_reason(
+    server_row: UpstreamServer, django_user_model: Any
+) -> None:
+    discover_row(server_row)
+    add = UpstreamTool.objects.get(name="add")
+    approve(add, django_user_model.objects.create_user("approver"), add.proposed_digest)
+    add.refresh_from_db()
+    approved = ToolDefinition.from_json(add.approved)
+    schema = thaw(approved.input_schema)
+    schema["properties"]["c"] = {"type": "integer"}
+    schema["required"] = [*schema["required"], "c"]
+    changed = ToolDefinition(approved.name, approved.description, approved.title, freeze(schema))
+    assert record_discovery(server_row, Discovery(tools=(changed,)))["changed"] == 1
+    add.refresh_from_db()
+    assert add.status == "blocked" and add.as_served() is None
+    assert (
+        add.block_reason == "Blocked by discovery: the upstream now requires 'c', which the approved schema does not."
+    )
+    assert add.proposed_digest == changed.digest  # the reading is kept, to review
+
+
 def test_static_headers_are_sent_sealed_at_rest(server_row: UpstreamServer) -> None:
     server_row.sealed_headers = seal('{"X-Api-Key": "upstream-key", "Host": "elsewhere"}')
     server_row.save()
@@ -259,3 +282,45 @@ def test_the_command_reads_every_enabled_server_and_fails_when_one_cannot_be_rea
     assert "gone: not read: The upstream cannot be reached" in capsys.readouterr().out
     with pytest.raises(CommandError, match="No upstream server is named 'nope'"):
         call_command("mcp_discover", server="nope")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_upstream_announcing_a_change_is_discovered_and_the_change_waits_for_approval(
+    server_row: UpstreamServer, bare: LiveServer, django_user_model: Any
+) -> None:
+    """A listener on the upstream's `subscriptions/listen` stream discovers it when it says its tools changed."""
+    import httpx2
+    from asgiref.sync import async_to_sync
+
+    from mcp_expose.upstream.refresh import listen_once, refresh
+
+    discover_row(server_row)
+    notes = UpstreamTool.objects.get(name="notes")
+    approve(notes, django_user_model.objects.create_user("approver"), notes.proposed_digest)
+    recorded: list[Discovery] = []
+
+    async def scenario() -> None:
+        heard = anyio.Event()
+
+        async def changed() -> None:
+            recorded.append(await refresh(server_row, "list_changed"))
+            heard.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(listen_once, UpstreamTarget.from_row(server_row), changed)
+            with anyio.fail_after(20):
+                # The listener is subscribed once an announcement reaches it: announce until one does.
+                while not heard.is_set():
+                    async with httpx2.AsyncClient() as http:
+                        await http.post(f"{bare.base_url}/rewrite-notes", content=b"Rewritten by the upstream.")
+                    with anyio.move_on_after(0.5):
+                        await heard.wait()
+            group.cancel_scope.cancel()
+
+    with LOOPBACK:
+        async_to_sync(scenario)()
+    assert recorded and recorded[0].error is None
+    notes.refresh_from_db()
+    assert notes.status == "changed"
+    assert notes.proposed["description"] == "Rewritten by the upstream."
+    assert notes.as_served()["description"] == "Notes on a topic."

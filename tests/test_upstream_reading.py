@@ -422,3 +422,43 @@ def test_static_headers_are_read_one_per_line_and_their_values_never_echoed() ->
         with pytest.raises(ValueError, match=problem) as refused:
             parse_headers(text)
         assert "secret-value" not in str(refused.value) and "evil.example" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("approved", "proposed", "reason"),
+    [
+        (
+            {"type": "object", "properties": {"a": {"type": "string"}}},
+            {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}},
+            None,
+        ),
+        (
+            {"type": "object", "properties": {"n": {"type": "integer"}}},
+            {"type": "object", "properties": {"n": {"type": "number"}}},
+            None,
+        ),
+        (
+            {"type": "object", "properties": {"a": {}}},
+            {"type": "object", "properties": {"a": {}}, "required": ["a"]},
+            "now requires 'a'",
+        ),
+        (
+            {"type": "object", "properties": {"n": {"type": "number"}}},
+            {"type": "object", "properties": {"n": {"type": "integer"}}},
+            "type of 'n' changed",
+        ),
+        (
+            {"type": "object", "properties": {"a": {"type": "string"}}},
+            {"type": "object", "properties": {}, "additionalProperties": False},
+            "no longer accepts 'a'",
+        ),
+        ({"type": "object", "properties": {"a": {"type": "string"}}}, {"type": "object", "properties": {}}, None),
+    ],
+)
+def test_a_schema_change_that_breaks_approved_calls_is_named(
+    approved: dict[str, Any], proposed: dict[str, Any], reason: str | None
+) -> None:
+    from mcp_expose.upstream.compatibility import schema_break
+
+    found = schema_break(approved, proposed)
+    assert (found is None) if reason is None else (found is not None and reason in found)

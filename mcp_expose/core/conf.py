@@ -159,6 +159,13 @@ DEFAULTS: dict[str, Any] = {
     # an unreadable answer) make calls fail fast for UPSTREAM_BREAKER_COOLDOWN seconds; then one call probes.
     "UPSTREAM_BREAKER_THRESHOLD": 5,
     "UPSTREAM_BREAKER_COOLDOWN": 30,
+    # Discover every enabled upstream this often, in seconds, from the serving processes (0: only on request:
+    # the admin's "Discover now" and `manage.py mcp_discover`). A server another process discovered within the
+    # interval is skipped.
+    "UPSTREAM_DISCOVERY_INTERVAL": 0,
+    # Listen to each enabled upstream for notifications/tools/list_changed (2026-07-28: a subscriptions/listen
+    # stream; 2025-11-25: a session's standing stream) and discover it when it says its tools changed.
+    "UPSTREAM_LISTEN": True,
 }
 
 

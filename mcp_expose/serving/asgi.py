@@ -54,6 +54,7 @@ from mcp_expose.serving.health import health_paths, serve_health
 from mcp_expose.serving.request_context import CATALOG_SCOPE_KEY, SDK_CALLER
 from mcp_expose.serving.server import build_server, count_listing, listing_tally
 from mcp_expose.serving.sessions import RecentEvents, SessionManager, SessionMemory
+from mcp_expose.serving.upstream_tasks import close_upstream_connections, watch_upstreams
 
 logger = logging.getLogger("mcp_expose.asgi")
 QueryPairs = tuple[tuple[str, str], ...]
@@ -119,7 +120,7 @@ class McpExposeASGI:
             try:
                 await sync_to_async(self._resolve_declarations, thread_sensitive=True)()
                 await stack.enter_async_context(self._serving())
-                stack.push_async_callback(_close_upstream_connections)
+                stack.push_async_callback(close_upstream_connections)
                 # Usage rows in batches only where a shutdown is announced, so that it can write the last ones.
                 if usage_writer.start(get_settings().USAGE_BATCH_SECONDS) is not None:
                     stack.push_async_callback(_write_queued_usage)
@@ -168,6 +169,9 @@ class McpExposeASGI:
             group.start_soon(self.relay.run)
             group.start_soon(listing_tally.keep_flushing)
             group.start_soon(keep_auditing)
+            conf = get_settings()
+            if conf.UPSTREAM_DISCOVERY_INTERVAL or conf.UPSTREAM_LISTEN:
+                group.start_soon(watch_upstreams, conf.UPSTREAM_DISCOVERY_INTERVAL, conf.UPSTREAM_LISTEN)
             try:
                 yield
             finally:
@@ -390,10 +394,3 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
-
-
-async def _close_upstream_connections() -> None:
-    """At shutdown, the pooled connections to upstream servers (each closed alone; failures only logged)."""
-    from mcp_expose.upstream.pool import pool
-
-    await pool.aclose()

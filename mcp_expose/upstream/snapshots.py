@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from mcp_expose.models import ExposedTool, UpstreamServer, UpstreamTool
+from mcp_expose.upstream.compatibility import schema_break
 from mcp_expose.upstream.discovery import Discovery, UpstreamTarget, discover
 from mcp_expose.upstream.sealing import SecretUnavailable
 
@@ -102,11 +103,16 @@ def _reread(tool: UpstreamTool, definition: dict[str, Any], digest: str, now: An
     elif tool.approved_digest:
         outcome = "unchanged" if digest == tool.proposed_digest and tool.status == Status.CHANGED else "changed"
         tool.status, tool.proposed, tool.proposed_digest = Status.CHANGED, definition, digest
+        broken = schema_break((tool.approved or {}).get("input_schema") or {}, definition.get("input_schema") or {})
+        if broken is not None:
+            # Serving the approved copy would only produce failed calls: blocked until someone decides.
+            tool.status, tool.block_reason = Status.BLOCKED, f"Blocked by discovery: {broken}."
+            logger.warning("Upstream tool %s blocked: %s", tool, broken)
     else:
         outcome = "unchanged" if digest == tool.proposed_digest and tool.status == Status.PENDING else "changed"
         tool.status, tool.proposed, tool.proposed_digest = Status.PENDING, definition, digest
     # The status is saved only when it moved: that is what serves or withdraws a definition (see signals).
-    fields = ["proposed", "proposed_digest", "last_seen", *(["status"] if tool.status != was else [])]
+    fields = ["proposed", "proposed_digest", "last_seen", *(["status", "block_reason"] if tool.status != was else [])]
     tool.save(update_fields=fields)
     return outcome
 

@@ -2,7 +2,8 @@
 
 UPSTREAM_DESCRIPTION_FILE names a file whose text is the `notes` tool's description, read at each listing, so a
 test can change a definition between two discoveries; while the file UPSTREAM_HIDE_FILE exists, `add` is not
-listed. UPSTREAM_STATELESS=0 serves 2025-11-25 with sessions.
+listed. UPSTREAM_STATELESS=0 serves 2025-11-25 with sessions. `POST /rewrite-notes` writes its body to the
+description file and announces the change to `subscriptions/listen` streams, as an upstream that changed would.
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.subscriptions import InMemorySubscriptionBus
+from mcp.shared.subscriptions import ToolsListChanged
+from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 
-server = MCPServer("bare-upstream", log_level="WARNING")
+bus = InMemorySubscriptionBus()
+server = MCPServer("bare-upstream", log_level="WARNING", subscriptions=bus)
 
 
 @server.tool()
@@ -61,5 +66,10 @@ _mcp = server.streamable_http_app(stateless_http=os.environ.get("UPSTREAM_STATEL
 async def app(scope: Any, receive: Any, send: Any) -> None:
     if scope["type"] == "http" and scope["path"] == "/":
         await PlainTextResponse("bare upstream")(scope, receive, send)
+        return
+    if scope["type"] == "http" and scope["path"] == "/rewrite-notes":
+        Path(os.environ["UPSTREAM_DESCRIPTION_FILE"]).write_bytes(await Request(scope, receive).body())
+        await bus.publish(ToolsListChanged())
+        await PlainTextResponse("announced")(scope, receive, send)
         return
     await _mcp(scope, receive, send)

@@ -1,0 +1,161 @@
+"""Discovery without a person pressing a button: every `UPSTREAM_DISCOVERY_INTERVAL` seconds, and whenever an
+upstream says its tools changed (`notifications/tools/list_changed`, where its era lets us listen).
+
+Each serving process runs this in its lifespan (`serving.asgi`). Several processes share the work through the
+database: a server discovered by another process within the interval is not discovered again, and discoveries of
+one server are serialised by `record_discovery`'s row lock. A discovery only records a reading: nothing is served
+before a person approves it, so an upstream that keeps announcing changes costs discoveries, never a rug pull.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_expose.core.db import tidies_connections
+from mcp_expose.models import UpstreamServer
+from mcp_expose.upstream.discovery import MODES, Discovery, UpstreamTarget, describe_failure, discover
+from mcp_expose.upstream.sealing import SecretUnavailable
+from mcp_expose.upstream.snapshots import record_discovery
+from mcp_expose.upstream.transport import BoundedTransport
+
+logger = logging.getLogger("mcp_expose.upstream")
+
+# A listener that failed waits this long before it connects again, doubling up to the most.
+LISTEN_RETRY = (5.0, 300.0)
+# How often the set of listeners is brought in line with the enabled servers, in seconds.
+RECONCILE_SECONDS = 30.0
+# Largest listen stream read before it is opened again (events are small; the bound is the transport's).
+LISTEN_STREAM_BYTES = 4 * 1024 * 1024
+
+
+async def watch(interval: float, listen: bool) -> None:
+    """Discover due servers every `interval` seconds (0: never), and listen to each enabled server's changes
+    when `listen` is on. Runs until cancelled; nothing an upstream does ends it."""
+    async with anyio.create_task_group() as group:
+        if interval > 0:
+            group.start_soon(_periodically, interval)
+        if listen:
+            group.start_soon(_listening)
+
+
+async def _periodically(interval: float) -> None:
+    while True:
+        try:
+            for server in await _servers(due_within=interval):
+                await refresh(server, "periodic")
+        except Exception:  # noqa: BLE001  (the database may be down: try again next time)
+            logger.warning("Periodic upstream discovery could not run; it runs again in %g s", interval)
+        await anyio.sleep(min(interval, 60.0))
+
+
+async def refresh(server: UpstreamServer, why: str) -> Discovery:
+    """Discover `server` now and record what was read."""
+    try:
+        target = UpstreamTarget.from_row(server)
+    except SecretUnavailable as exc:
+        discovery = Discovery(error=str(exc))
+    else:
+        discovery = await discover(target)
+    counts = await _record(server, discovery)
+    logger.info("Upstream %s discovered (%s): %s", server.name, why, discovery.error or counts)
+    return discovery
+
+
+_record = sync_to_async(tidies_connections(record_discovery), thread_sensitive=False)
+
+
+@sync_to_async(thread_sensitive=False)
+@tidies_connections
+def _servers(due_within: float | None = None) -> list[UpstreamServer]:
+    """The enabled servers; with `due_within`, only those no process discovered within that many seconds."""
+    servers = UpstreamServer.objects.filter(enabled=True)
+    if due_within is not None:
+        cutoff = timezone.now() - timedelta(seconds=due_within)
+        servers = servers.filter(discovered_at__isnull=True) | servers.filter(discovered_at__lt=cutoff)
+    return list(servers.order_by("name"))
+
+
+async def _listening() -> None:
+    """One listener per enabled server, started and stopped as servers come, go or change."""
+    running: dict[int, tuple[str, anyio.CancelScope]] = {}
+    async with anyio.create_task_group() as group:
+        while True:
+            try:
+                servers = {server.pk: server for server in await _servers()}
+            except Exception:  # noqa: BLE001
+                servers = None
+            if servers is not None:
+                for pk in list(running):
+                    stamp, scope = running[pk]
+                    if pk not in servers or _stamp(servers[pk]) != stamp:
+                        scope.cancel()
+                        del running[pk]
+                for pk, server in servers.items():
+                    if pk not in running:
+                        scope = anyio.CancelScope()
+                        running[pk] = (_stamp(server), scope)
+                        group.start_soon(_listen_to, server, scope)
+            await anyio.sleep(RECONCILE_SECONDS)
+
+
+def _stamp(server: UpstreamServer) -> str:
+    return f"{server.url} {server.protocol} {server.sealed_headers} {server.updated_at.isoformat()}"
+
+
+async def _listen_to(server: UpstreamServer, scope: anyio.CancelScope) -> None:
+    """Listen to `server` until cancelled; each announced change is a discovery. Reconnects with backoff."""
+    delay = LISTEN_RETRY[0]
+    with scope:
+        while True:
+            try:
+                target = UpstreamTarget.from_row(server)
+                heard = await listen_once(target, lambda: refresh(server, "list_changed"))
+            except Exception as exc:  # noqa: BLE001  (whatever the upstream does, listening goes on later)
+                logger.info("Upstream %s: not listening (%s)", server.name, describe_failure(exc, _placeholder(server)))
+                heard = False
+            delay = LISTEN_RETRY[0] if heard else min(delay * 2, LISTEN_RETRY[1])
+            await anyio.sleep(delay)
+
+
+def _placeholder(server: UpstreamServer) -> UpstreamTarget:
+    return UpstreamTarget(server.pk, server.name, server.url)
+
+
+async def listen_once(target: UpstreamTarget, changed: Any) -> bool:
+    """One listening connection: a `subscriptions/listen` stream on 2026-07-28, the standing event stream of a
+    session on 2025-11-25. Calls `changed()` for each tools change; True if the connection was made."""
+    transport = BoundedTransport(target.name, max_bytes=LISTEN_STREAM_BYTES)
+    # No read timeout: the stream is quiet until something changes.
+    timeout = httpx2.Timeout(None, connect=target.connect_timeout)
+    wake = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            wake.set()
+
+    async with httpx2.AsyncClient(
+        transport=transport, headers=dict(target.headers), timeout=timeout, follow_redirects=False
+    ) as http:
+        mode = MODES.get(target.protocol, "auto")
+        async with Client(
+            streamable_http_client(target.url, http_client=http), mode=mode, message_handler=on_message
+        ) as client:
+            if client.protocol_version == "2025-11-25" or mode == "legacy":
+                while True:  # notifications arrive on the session's standing stream
+                    await wake.wait()
+                    wake = anyio.Event()
+                    await changed()
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    await changed()
+    return True
