@@ -45,7 +45,7 @@ def boss() -> Client:
     return logged_in(User.objects.create_superuser("boss", "boss@example.com", "pw"))
 
 
-def register(client: Client, url: str, **fields: str) -> object:
+def register(client: Client, url: str, host: str = "testserver", **fields: str) -> object:
     token = csrf_token(client, SERVERS + "add/")
     data = {
         "name": "bare",
@@ -58,7 +58,7 @@ def register(client: Client, url: str, **fields: str) -> object:
         "csrfmiddlewaretoken": token,
         **fields,
     }
-    return client.post(SERVERS + "add/", data)
+    return client.post(SERVERS + "add/", data, HTTP_HOST=host)
 
 
 def test_registering_refuses_bad_names_and_addresses_saying_why(boss: Client, bare: LiveServer) -> None:
@@ -70,6 +70,8 @@ def test_registering_refuses_bad_names_and_addresses_saying_why(boss: Client, ba
     assert "resolves to 10.255.255.1, a private address" in page.content.decode()
     page = register(boss, "http://example.com/mcp")
     assert "Use https://" in page.content.decode()
+    page = register(boss, "http://127.0.0.1:8000/mcp", host="127.0.0.1:8000")
+    assert "an upstream cannot be this server itself" in page.content.decode()
     assert not UpstreamServer.objects.exists()
     assert register(boss, bare.mcp_url).status_code == 302
     page = register(boss, bare.mcp_url, name="bare")

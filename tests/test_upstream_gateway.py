@@ -171,3 +171,18 @@ def test_the_demo_serves_its_helpdesk_upstream_on_first_run(tmp_path: Path) -> N
     assert "helpdesk.lookup_ticket" in listed and "library.get_book" in listed
     assert not any(name in listed for name in ("helpdesk.open_tickets", "helpdesk.close_ticket"))
     assert waiting == ["close_ticket", "open_tickets"]
+
+
+def test_registering_this_server_as_its_own_upstream_is_refused_as_a_loop(
+    gateway: tuple[LiveServer, Path, Path],
+) -> None:
+    server, data_dir, _ = gateway
+    code = (
+        "import json; from mcp_expose.models import UpstreamServer; from mcp_expose.upstream.snapshots import rediscover;"
+        f"row = UpstreamServer.objects.create(name='myself', url={server.mcp_url!r});"
+        "discovery, counts = rediscover(row); row.delete();"
+        "print(json.dumps([discovery.error, counts]))"
+    )
+    error, counts = shell(data_dir, code)
+    assert error == "The upstream is this server itself (it refused our own request as a loop)."
+    assert counts["new"] == 0

@@ -50,8 +50,13 @@ class UpstreamServerForm(forms.ModelForm):
         model = UpstreamServer
         fields = ["name", "url", "enabled", "protocol", "authentication", "connect_timeout", "call_timeout"]
 
+    # The admin's own address (scheme, host, port), set by the admin for the request: a URL there is a loop.
+    own_origin: tuple[str, str, int | None] | None = None
+
     def clean_url(self) -> str:
         url = self.cleaned_data["url"]
+        if self.own_origin is not None and _origin(url) == self.own_origin:
+            raise ValidationError(_("This is this server's own address: an upstream cannot be this server itself."))
         try:
             connectable_address(url)  # the form (validated already) and every address the host resolves to now
         except AddressRefused as exc:
@@ -136,6 +141,11 @@ class UpstreamServerAdmin(admin.ModelAdmin):
             {"fields": LAST_DISCOVERY},
         ),
     ]
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.own_origin = _origin(request.build_absolute_uri("/"))
+        return form
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[UpstreamServer]:
         Status = UpstreamTool.Status

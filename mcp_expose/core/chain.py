@@ -8,15 +8,21 @@ cannot loop forever.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.errors import ToolError
 
 CONVERSATION_HEADER = "x-conversation-id"
+# Sent on every request to an upstream: this deployment's mark, so that a request that comes back to it (an
+# upstream registered as ourselves, or a chain that returns here) is recognised and refused as a loop.
+INSTANCE_HEADER = "x-mcp-expose-instance"
 DEPTH_HEADER = "x-agent-depth"
 CONVERSATION_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
@@ -66,3 +72,15 @@ def read_chain(headers: Mapping[str, str]) -> CallChain:
         if depth > limit:
             raise InvalidChain(f"X-Agent-Depth is {depth}; calls deeper than {limit} agents are refused.")
     return CallChain(conversation_id=conversation, depth=depth)
+
+
+@lru_cache(maxsize=4)
+def _instance_mark(secret: str) -> str:
+    return hmac.new(secret.encode(), b"mcp_expose.instance", hashlib.sha256).hexdigest()[:32]
+
+
+def instance_mark() -> str:
+    """This deployment's mark: the same in all its processes, derived from SECRET_KEY, and telling nothing of it."""
+    from django.conf import settings
+
+    return _instance_mark(str(settings.SECRET_KEY))

@@ -6,6 +6,7 @@ The ASGI entry turns a returned `EdgeRefusal` into an HTTP response.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -14,6 +15,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
+from mcp_expose.core.chain import INSTANCE_HEADER, instance_mark
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.requests import request_scheme
 
@@ -87,5 +89,15 @@ def check_body_size(headers: Mapping[str, str]) -> EdgeRefusal | None:
     return None
 
 
+def check_loop(headers: Mapping[str, str]) -> EdgeRefusal | None:
+    """A request carrying our own mark was sent by this deployment to an upstream that is this deployment."""
+    mark = headers.get(INSTANCE_HEADER)
+    if mark is not None and hmac.compare_digest(mark, instance_mark()):
+        return EdgeRefusal(
+            508, "loop_detected", "This request came from this server itself: an upstream points back at it."
+        )
+    return None
+
+
 def check_request(scheme: str, headers: Mapping[str, str]) -> EdgeRefusal | None:
-    return check_host(headers) or check_origin(scheme, headers) or check_body_size(headers)
+    return check_host(headers) or check_origin(scheme, headers) or check_body_size(headers) or check_loop(headers)

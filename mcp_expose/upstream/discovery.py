@@ -125,6 +125,8 @@ def describe_failure(exc: BaseException, target: UpstreamTarget, status: int | N
         text = f"The upstream cannot be reached ({type(exc).__name__}: {exc})."
     elif isinstance(exc, httpx2.TimeoutException):
         text = f"The upstream did not answer within {target.call_timeout:g} seconds."
+    elif status == 508:
+        text = "The upstream is this server itself (it refused our own request as a loop)."
     elif status is not None:
         text = f"The upstream answered HTTP {status}."
     elif isinstance(exc, ValidationError):

@@ -38,6 +38,7 @@ RESERVED = frozenset(
         "mcp-name",
         "last-event-id",
         "x-agent-depth",
+        "x-mcp-expose-instance",
         "x-conversation-id",
     }
 )

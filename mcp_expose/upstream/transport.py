@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import httpx2
 
+from mcp_expose.core.chain import INSTANCE_HEADER, instance_mark
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.ssrf_guard import AddressRefused, connectable_address
 from mcp_expose.upstream.bounded_json import UnreadableJSON, loads_bounded
@@ -47,6 +48,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         except AddressRefused as exc:
             raise UpstreamRefused(str(exc), request=request) from None
         request.headers["accept-encoding"] = "identity"
+        request.headers[INSTANCE_HEADER] = instance_mark()  # our own edge refuses it: a loop, not a call
         listing_id = _listing_request_id(request)
         if request.method == "POST":
             self.refusal_status = None
