@@ -324,3 +324,22 @@ def test_an_upstream_announcing_a_change_is_discovered_and_the_change_waits_for_
     assert notes.status == "changed"
     assert notes.proposed["description"] == "Rewritten by the upstream."
     assert notes.as_served()["description"] == "Notes on a topic."
+
+
+def test_the_doctor_probes_an_upstream_and_names_what_is_served_but_no_longer_listed(
+    server_row: UpstreamServer, files: Path, django_user_model: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    discover_row(server_row)
+    add = UpstreamTool.objects.get(name="add")
+    approve(add, django_user_model.objects.create_user("approver"), add.proposed_digest)
+    with LOOPBACK:
+        call_command("mcp_doctor", upstream="BARE")
+    report = capsys.readouterr().out
+    assert "PASS  address:" in report and "PASS  discovery: 2026-07-28, 3 tool(s) read" in report
+    assert "All checks passed." in report
+    (files / "hide-add").write_text("")
+    with LOOPBACK, pytest.raises(SystemExit):
+        call_command("mcp_doctor", upstream="bare")
+    assert "FAIL  approved tools: add is approved but no longer listed" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="No upstream server is named 'nope' \\(registered: bare\\)"):
+        call_command("mcp_doctor", upstream="nope")

@@ -144,7 +144,7 @@ class UpstreamServerAdmin(admin.ModelAdmin):
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         form = super().get_form(request, obj, change=change, **kwargs)
-        form.own_origin = _origin(request.build_absolute_uri("/"))
+        form.own_origin = _origin(request.build_absolute_uri("/"))  # type: ignore[attr-defined]
         return form
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[UpstreamServer]:
