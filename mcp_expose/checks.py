@@ -237,39 +237,41 @@ UPSTREAM_LIMITS = (
 
 
 def _upstream_setting_messages(conf: Any) -> list[checks.CheckMessage]:
-    """The upstream networks are networks, and the bounded reader's limits whole numbers above 0."""
+    """The upstream networks are networks, the bounded reader's limits whole numbers above 0, the discovery
+    interval a number of seconds, and the server card one that can be served."""
     from mcp_expose.core.ssrf_guard import network_problem
+    from mcp_expose.operator.server_card import card_problem
 
-    messages: list[checks.CheckMessage] = []
+    found: list[tuple[str, str, str]] = []  # (message, hint, id)
     networks = conf.UPSTREAM_ALLOWED_NETWORKS
-    entries = networks if isinstance(networks, list | tuple) else [networks]
-    for entry in entries:
-        problem = network_problem(entry)
-        if problem is not None:
-            messages.append(
-                checks.Error(
+    for entry in networks if isinstance(networks, list | tuple) else [networks]:
+        if (problem := network_problem(entry)) is not None:
+            found.append(
+                (
                     f"MCP_EXPOSE['UPSTREAM_ALLOWED_NETWORKS'] holds {entry!r}, which is not a network: {problem}.",
-                    hint="List networks in CIDR form, such as '10.20.0.0/16', or single addresses.",
-                    id="mcp_expose.E016",
+                    "List networks in CIDR form, such as '10.20.0.0/16', or single addresses.",
+                    "mcp_expose.E016",
                 )
             )
+    if (problem := card_problem(conf.SERVER_CARD)) is not None:
+        found.append(
+            (
+                f"MCP_EXPOSE['SERVER_CARD'] cannot be served: {problem}.",
+                "Set it to None, or to {'name': 'com.example/yourserver'} with optional description and version.",
+                "mcp_expose.E017",
+            )
+        )
     interval = conf.UPSTREAM_DISCOVERY_INTERVAL
     if isinstance(interval, bool) or not isinstance(interval, int | float) or interval < 0:
-        messages.append(
-            checks.Error(
+        found.append(
+            (
                 f"MCP_EXPOSE['UPSTREAM_DISCOVERY_INTERVAL'] is {interval!r}.",
-                hint="Use a number of seconds, or 0 to discover only on request.",
-                id="mcp_expose.E016",
+                "Use a number of seconds, or 0 to discover only on request.",
+                "mcp_expose.E016",
             )
         )
     for name in UPSTREAM_LIMITS:
         value = getattr(conf, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            messages.append(
-                checks.Error(
-                    f"MCP_EXPOSE[{name!r}] is {value!r}.",
-                    hint="Use a whole number above 0.",
-                    id="mcp_expose.E016",
-                )
-            )
-    return messages
+            found.append((f"MCP_EXPOSE[{name!r}] is {value!r}.", "Use a whole number above 0.", "mcp_expose.E016"))
+    return [checks.Error(message, hint=hint, id=check_id) for message, hint, check_id in found]

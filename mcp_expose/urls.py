@@ -18,6 +18,7 @@ urlpatterns = [
         OAuthServerMetadataView.as_view(),
         name="oauth-server-metadata-issuer",
     ),
+    path(".well-known/mcp/server-card", views.server_card, name="server-card"),
     path("mcp/connect/", views.connect, name="connect"),
     path("mcp/approve/<uuid:confirmation_id>/", views.approve, name="approve"),
     path("mcp/usage/summary.json", views.usage_summary_json, name="usage-summary"),

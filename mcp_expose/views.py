@@ -130,3 +130,28 @@ def usage_summary_json(request: HttpRequest) -> HttpResponse:
     if not request.user.has_perm("mcp_expose.view_toolcall"):
         raise PermissionDenied
     return JsonResponse(summary())
+
+
+def server_card(request: HttpRequest) -> HttpResponse:
+    """Our SEP-2127 server card, when MCP_EXPOSE['SERVER_CARD'] names us; 404 otherwise. Public, like the
+    protected resource metadata: it holds nothing a caller's credentials would add."""
+    from django.http import Http404, JsonResponse
+
+    from mcp_expose.access.protected_resource import request_origin
+    from mcp_expose.operator.server_card import server_card as build_card
+
+    if not get_settings().SERVER_CARD:
+        raise Http404("This server publishes no server card.")
+    cors = {
+        "Access-Control-Allow-Origin": "*",
+        "Access-Control-Allow-Methods": "GET",
+        "Access-Control-Allow-Headers": "Content-Type",
+    }
+    if request.method == "OPTIONS":
+        return HttpResponse(status=204, headers=cors)
+    if request.method not in ("GET", "HEAD"):
+        return HttpResponse(status=405, headers={"Allow": "GET, OPTIONS"})
+    headers = _request_headers(request)
+    scheme = request.scheme or "http"
+    card = build_card(resource_uri(scheme, headers), request_origin(scheme, headers))
+    return JsonResponse(card, headers={**cors, "Cache-Control": "public, max-age=3600"})

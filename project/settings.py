@@ -120,6 +120,8 @@ MCP_EXPOSE = {
     "ALLOWED_ORIGINS": ["http://localhost:*", "http://127.0.0.1:*"],
     # The demo's upstream MCP server runs beside it on loopback (plain HTTP); a deployment leaves this off.
     "UPSTREAM_ALLOW_LOOPBACK": True,
+    # A server card (SEP-2127) at /.well-known/mcp/server-card.
+    "SERVER_CARD": {"name": "io.github.django-mcp-expose/library-demo"},
 }
 
 REST_FRAMEWORK = {

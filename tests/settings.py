@@ -29,4 +29,4 @@ REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"loans": "8/min"}
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.parity"]  # noqa: F405
 
 # The library's default, not the demo's: tests that reach a loopback upstream turn it on where they mean it.
-MCP_EXPOSE = {**MCP_EXPOSE, "UPSTREAM_ALLOW_LOOPBACK": False}  # noqa: F405
+MCP_EXPOSE = {**MCP_EXPOSE, "UPSTREAM_ALLOW_LOOPBACK": False, "SERVER_CARD": None}  # noqa: F405

@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 SERVERS = "/admin/mcp_expose/upstreamserver/"
 TOOLS = "/admin/mcp_expose/upstreamtool/"
+FROM_CARD = SERVERS + "from-card/"
 
 
 @pytest.fixture
@@ -193,3 +194,52 @@ def test_approving_needs_its_own_permission(boss: Client, bare: LiveServer) -> N
     assert tool.status == "pending"
     listing = client.get(SERVERS).content.decode()
     assert "Discover now" not in listing
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with run_upstream(tmp_path_factory.mktemp("admin-hostile"), "hostile_server") as server:
+        yield server
+
+
+def test_a_registration_starts_from_another_servers_card_and_saves_nothing(boss: Client, hostile: LiveServer) -> None:
+    page = FROM_CARD
+    token = csrf_token(boss, page)
+    answer = boss.post(
+        page, {"card_url": f"{hostile.base_url}/.well-known/mcp/server-card", "csrfmiddlewaretoken": token}
+    )
+    assert answer.status_code == 302
+    form = boss.get(answer["Location"]).content.decode()
+    # The first streamable-http remote, the name cut to what a server name may hold, its one era pinned.
+    assert f'value="{hostile.base_url}/mcp/listing"' in form
+    assert 'value="ticket-desk"' in form
+    assert '<option value="2025-11-25" selected>' in form
+    assert not UpstreamServer.objects.exists() and not UpstreamTool.objects.exists()
+    refused = boss.post(page, {"card_url": f"{hostile.base_url}/big-card", "csrfmiddlewaretoken": token})
+    assert "The card is over 262144 bytes." in refused.content.decode()
+    refused = boss.post(page, {"card_url": "https://10.255.255.1/card", "csrfmiddlewaretoken": token})
+    assert "a private address" in refused.content.decode()
+    assert boss.post(page, {"card_url": "x"}).status_code == 403  # CSRF
+
+
+def test_reading_a_card_needs_the_add_permission(hostile: LiveServer) -> None:
+    viewer = User.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_upstreamserver"))
+    assert logged_in(viewer).get(FROM_CARD).status_code == 403
+
+
+def test_our_server_card_is_published_only_when_a_name_is_set(client: Client) -> None:
+    assert client.get("/.well-known/mcp/server-card").status_code == 404
+    card_settings = {"UPSTREAM_ALLOW_LOOPBACK": True, "SERVER_CARD": {"name": "com.example/library"}}
+    with override_settings(MCP_EXPOSE=card_settings):
+        answer = client.get("/.well-known/mcp/server-card", HTTP_HOST="127.0.0.1:8000")
+    assert answer.status_code == 200 and answer["Access-Control-Allow-Origin"] == "*"
+    card = answer.json()
+    assert card["name"] == "com.example/library" and card["version"]
+    remote = card["remotes"][0]
+    assert remote["type"] == "streamable-http" and remote["url"] == "http://127.0.0.1:8000/mcp"
+    assert remote["supportedProtocolVersions"][:2] == ["2026-07-28", "2025-11-25"]
+    authorization = card["_meta"]["io.github.django-mcp-expose/authorization"]
+    assert authorization["resourceMetadata"] == "http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"
+    assert authorization["authorizationServers"] == ["http://127.0.0.1:8000/o"]
+    assert "tools" not in card and card["capabilities"]["tools"] == {"listChanged": True}

@@ -402,6 +402,25 @@ def test_unusable_upstream_settings_are_reported_by_the_check() -> None:
     assert "UPSTREAM_MAX_TOOLS" in found[2].msg and len(found) == 3
 
 
+@pytest.mark.parametrize(
+    ("setting", "value", "check_id", "words"),
+    [
+        ("SERVER_CARD", {"name": "no-slash"}, "mcp_expose.E017", "reverse-DNS with one '/'"),
+        ("SERVER_CARD", "library", "mcp_expose.E017", "must be a dict"),
+        ("UPSTREAM_DISCOVERY_INTERVAL", -5, "mcp_expose.E016", "UPSTREAM_DISCOVERY_INTERVAL'] is -5"),
+        ("UPSTREAM_BREAKER_THRESHOLD", 0, "mcp_expose.E016", "UPSTREAM_BREAKER_THRESHOLD'] is 0"),
+    ],
+)
+def test_a_server_card_or_a_watch_setting_that_cannot_be_used_is_reported(
+    setting: str, value: Any, check_id: str, words: str
+) -> None:
+    from mcp_expose.checks import check_settings
+
+    with override_settings(MCP_EXPOSE={setting: value}):
+        found = [message.msg for message in check_settings() if message.id == check_id]
+    assert len(found) == 1 and words in found[0]
+
+
 # static headers
 
 

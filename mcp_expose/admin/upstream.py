@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from django import forms
 from django.contrib import admin, messages
@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
@@ -141,6 +142,33 @@ class UpstreamServerAdmin(admin.ModelAdmin):
             {"fields": LAST_DISCOVERY},
         ),
     ]
+
+    change_list_template = "admin/mcp_expose/upstreamserver/change_list.html"
+
+    def get_urls(self) -> list[Any]:
+        card = path(
+            "from-card/", self.admin_site.admin_view(self.from_card_view), name="mcp_expose_upstreamserver_from_card"
+        )
+        return [card, *super().get_urls()]
+
+    def from_card_view(self, request: HttpRequest) -> HttpResponse:
+        """Read another server's card and open the registration form filled from it (nothing is saved here)."""
+        from mcp_expose.operator.server_card import CardUnreadable, read_card
+
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "error": "", "card_url": ""}
+        if request.method == "POST":
+            card_url = str(request.POST.get("card_url", ""))[:2000]
+            context["card_url"] = card_url
+            try:
+                suggestion = read_card(card_url)
+            except CardUnreadable as exc:
+                context["error"] = str(exc)
+            else:
+                query = urlencode({"name": suggestion.name, "url": suggestion.url, "protocol": suggestion.protocol})
+                return HttpResponseRedirect(reverse("admin:mcp_expose_upstreamserver_add") + "?" + query)
+        return TemplateResponse(request, "admin/mcp_expose/upstreamserver/from_card.html", context)
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         form = super().get_form(request, obj, change=change, **kwargs)

@@ -166,6 +166,9 @@ DEFAULTS: dict[str, Any] = {
     # Listen to each enabled upstream for notifications/tools/list_changed (2026-07-28: a subscriptions/listen
     # stream; 2025-11-25: a session's standing stream) and discover it when it says its tools changed.
     "UPSTREAM_LISTEN": True,
+    # Publish a server card (SEP-2127) at /.well-known/mcp/server-card: None for none, or a dict with the card's
+    # reverse-DNS "name" ("com.example/library"), and optionally "description", "version" and "websiteUrl".
+    "SERVER_CARD": None,
 }
 
 

@@ -134,6 +134,26 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
     if scope["path"] == "/":
         await _send(send, 200, b"hostile upstream", b"text/plain")
         return
+    if scope["path"] == "/.well-known/mcp/server-card":
+        host = dict(scope["headers"]).get(b"host", b"").decode()
+        card = {
+            "$schema": "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json",
+            "name": "io.example/Ticket Desk!!",
+            "version": "1.0.0",
+            "remotes": [
+                {"type": "sse", "url": "http://elsewhere.invalid/sse"},
+                {
+                    "type": "streamable-http",
+                    "url": f"http://{host}/mcp/listing",
+                    "supportedProtocolVersions": ["2025-11-25"],
+                },
+            ],
+        }
+        await _send(send, 200, json.dumps(card).encode())
+        return
+    if scope["path"] == "/big-card":
+        await _send(send, 200, b'{"name": "' + b"x" * (300 * 1024) + b'"}')
+        return
     case = scope["path"].removeprefix("/mcp/")
     request = json.loads(await _body(receive) or b"{}")
     if case == "calls" and request.get("method") == "tools/call":

@@ -1,0 +1,139 @@
+"""Our server card, and reading another server's: SEP-2127 ("MCP Server Cards", the draft of 2026-01-21 in
+modelcontextprotocol/modelcontextprotocol, `seps/2127-mcp-server-cards.md`).
+
+Ours says who we are and where to connect: name, version, the endpoint, the eras it speaks, that it needs OAuth
+and from which authorization servers. It lists no tools: what a caller is shown depends on who calls, so the card
+marks the lists as dynamic (`listChanged`), as the draft allows for lists that are not public.
+
+Another server's card is untrusted input. It is fetched through the SSRF guard, bounded, and only suggests what
+the registration form starts with; a person still saves the form and approves every tool.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+
+from mcp_expose import __version__
+from mcp_expose.access.protected_resource import authorization_servers, metadata_url
+from mcp_expose.core.conf import get_settings
+from mcp_expose.core.ssrf_guard import AddressRefused, connectable_address
+from mcp_expose.serving.versions import PROTOCOL_VERSIONS
+
+SCHEMA = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json"
+WELL_KNOWN = "/.well-known/mcp/server-card"
+CARD_NAME = re.compile(r"[A-Za-z0-9.-]+/[A-Za-z0-9._-]+")
+MAX_CARD_BYTES = 256 * 1024
+
+
+def server_card(resource: str, origin: str) -> dict[str, Any]:
+    """The card for this deployment, whose endpoint is `resource` (canonical) on `origin`."""
+    conf = get_settings()
+    options: Mapping[str, Any] = conf.SERVER_CARD or {}
+    card: dict[str, Any] = {"$schema": SCHEMA, "name": options["name"], "version": options.get("version", __version__)}
+    description = options.get("description") or conf.INSTRUCTIONS
+    if description:
+        card["description"] = str(description)
+    if conf.SERVER_TITLE:
+        card["title"] = conf.SERVER_TITLE
+    if options.get("websiteUrl"):
+        card["websiteUrl"] = options["websiteUrl"]
+    card["remotes"] = [
+        {
+            "type": "streamable-http",
+            "url": resource,
+            "supportedProtocolVersions": list(PROTOCOL_VERSIONS),
+            "authentication": {"required": True, "schemes": ["bearer", "oauth2"]},
+        }
+    ]
+    card["capabilities"] = {
+        "tools": {"listChanged": True},
+        "resources": {"listChanged": True},
+        "prompts": {"listChanged": True},
+    }
+    card["_meta"] = {
+        "io.github.django-mcp-expose/authorization": {
+            "resourceMetadata": metadata_url(resource),
+            "authorizationServers": authorization_servers(origin),
+        }
+    }
+    return card
+
+
+def card_problem(options: Any) -> str | None:
+    """Why MCP_EXPOSE['SERVER_CARD'] cannot be served, or None (None and {} switch the card off)."""
+    if not options:
+        return None
+    if not isinstance(options, Mapping):
+        return "it must be a dict such as {'name': 'com.example/library'}"
+    name = options.get("name")
+    if not isinstance(name, str) or not CARD_NAME.fullmatch(name):
+        return "its 'name' must be reverse-DNS with one '/', such as 'com.example/library'"
+    return None
+
+
+@dataclass(frozen=True)
+class CardSuggestion:
+    """What a fetched card suggests for the registration form."""
+
+    name: str
+    url: str
+    protocol: str
+    title: str = ""
+
+
+class CardUnreadable(ValueError):
+    """The card could not be fetched or read; the message says why, and nothing the card said."""
+
+
+def read_card(url: str, timeout: float = 10.0) -> CardSuggestion:
+    """Fetch the card at `url` (or at its origin's well-known path) and read its first streamable-http remote."""
+    try:
+        _host, _port, _addresses = connectable_address(url)
+    except AddressRefused as exc:
+        raise CardUnreadable(str(exc)) from None
+    try:
+        with httpx2.Client(timeout=timeout, follow_redirects=False, trust_env=False) as http:
+            with http.stream("GET", url, headers={"Accept": "application/json"}) as response:
+                if response.status_code != 200:
+                    raise CardUnreadable(f"{url} answered HTTP {response.status_code}, not a card.")
+                body = b""
+                for chunk in response.iter_raw():
+                    body += chunk
+                    if len(body) > MAX_CARD_BYTES:
+                        raise CardUnreadable(f"The card is over {MAX_CARD_BYTES} bytes.")
+    except httpx2.HTTPError as exc:
+        raise CardUnreadable(f"{url} cannot be fetched ({type(exc).__name__}).") from None
+    try:
+        card = json.loads(body)
+    except (ValueError, RecursionError):
+        raise CardUnreadable("The card is not JSON.") from None
+    return suggestion_from(card)
+
+
+def suggestion_from(card: Any) -> CardSuggestion:
+    if not isinstance(card, dict):
+        raise CardUnreadable("The card is not a JSON object.")
+    remotes: list[Any] = card["remotes"] if isinstance(card.get("remotes"), list) else []
+    remote = next(
+        (
+            r
+            for r in remotes
+            if isinstance(r, dict) and r.get("type") == "streamable-http" and isinstance(r.get("url"), str)
+        ),
+        None,
+    )
+    if remote is None:
+        raise CardUnreadable("The card names no streamable-http remote to connect to.")
+    versions = remote.get("supportedProtocolVersions")
+    versions = [v for v in versions if isinstance(v, str)] if isinstance(versions, list) else []
+    protocol = "2025-11-25" if versions and "2026-07-28" not in versions and "2025-11-25" in versions else "auto"
+    raw_name: str = card["name"] if isinstance(card.get("name"), str) else ""
+    name = re.sub(r"[^a-z0-9_-]+", "-", raw_name.rsplit("/", 1)[-1].lower()).strip("-")[:32]
+    title: str = card["title"] if isinstance(card.get("title"), str) else ""
+    return CardSuggestion(name=name, url=str(remote["url"])[:2000], protocol=protocol, title=title[:200])
