@@ -80,11 +80,13 @@ def test_a_legacy_server_with_sessions_is_read(stateful: LiveServer) -> None:
 def test_each_hostile_entry_is_refused_alone_and_the_rest_is_read(hostile: LiveServer, case: str) -> None:
     found = read(f"{hostile.base_url}/mcp/{case}", "2026-07-28")
     assert found.error is None
-    assert [tool.name for tool in found.tools] == ["fine", "also_fine"]
-    assert found.tools[1].annotations == {"readOnlyHint": True}  # the hint that was no boolean is dropped
+    # A dotted name is served as up.other.fine: it cannot pose as server "other"'s tool "fine".
+    assert [tool.name for tool in found.tools] == ["fine", "other.fine", "also_fine"]
+    assert found.tools[2].annotations == {"readOnlyHint": True}  # the hint that was no boolean is dropped
     refused = {(diagnostic.tool, diagnostic.field) for diagnostic in found.diagnostics}
     assert refused == {
-        ("other.fine", "name"),
+        (".hidden", "name"),
+        ("other..fine", "name"),
         ("huge", "description"),
         ("deep", "inputSchema"),
         ("remote", "inputSchema"),

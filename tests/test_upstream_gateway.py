@@ -186,3 +186,69 @@ def test_registering_this_server_as_its_own_upstream_is_refused_as_a_loop(
     error, counts = shell(data_dir, code)
     assert error == "The upstream is this server itself (it refused our own request as a loop)."
     assert counts["new"] == 0
+
+
+BRANCH = """
+import json
+from django.contrib.auth import get_user_model
+from mcp_expose.models import ExposedTool, UpstreamServer, UpstreamTool
+from mcp_expose.upstream.sealing import seal
+from mcp_expose.upstream.snapshots import approve, rediscover
+server = UpstreamServer.objects.create(
+    name="branch", url={url!r}, authentication="client_credentials", oauth_token_url={token_url!r},
+    oauth_client_id={client_id!r}, sealed_client_secret=seal({secret!r}), oauth_scopes="library:read",
+)
+discovery, counts = rediscover(server)
+tool = UpstreamTool.objects.get(server=server, name="library.get_book")
+approve(tool, get_user_model().objects.get(username="admin"), tool.proposed_digest)
+row = ExposedTool.objects.get(key=tool.key)
+row.enabled, row.requires_confirmation, row.extra_scopes = True, False, "library:read"
+row.save()
+print(json.dumps([discovery.error, [tool.name for tool in discovery.tools], [str(d) for d in discovery.diagnostics]]))
+"""
+
+
+@pytest.fixture(scope="module")
+def branch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, str, str]]:
+    """A second instance of our own demo, whose django-oauth-toolkit issues this deployment's client its token."""
+    data_dir = tmp_path_factory.mktemp("branch")
+    prepare_demo(data_dir)
+    client_id, secret = (data_dir / "demo-oauth-client.txt").read_text().split()
+    with run_server(data_dir) as server:
+        yield server, client_id, secret
+
+
+@mode
+async def test_an_upstream_behind_oauth_client_credentials_is_called_with_its_own_token(
+    gateway: tuple[LiveServer, Path, Path], branch: tuple[LiveServer, str, str], reader_key: str, mode: str
+) -> None:
+    server, data_dir, _ = gateway
+    other, client_id, secret = branch
+    if mode == "auto":  # registered once for the module, on the first run
+        code = BRANCH.format(
+            url=other.mcp_url, token_url=f"{other.base_url}/o/token/", client_id=client_id, secret=secret
+        )
+        error, names, refused = shell(data_dir, code)
+        assert error is None and refused == []
+        # What the other demo shows a token of its client with library:read: its dotted names, no write tool.
+        assert "library.get_book" in names and "library.books.list" in names
+        assert "library.borrow_book" not in names
+    async with connect(server.mcp_url, reader_key, mode) as client:
+        result = await client.call_tool("branch.library.get_book", {"book_id": 1})
+    assert not result.is_error, result.content
+    assert result.structured_content["title"] == "A Wizard of Earthsea"
+
+
+def test_a_refused_client_secret_is_a_discovery_error_that_quotes_nothing(
+    gateway: tuple[LiveServer, Path, Path], branch: tuple[LiveServer, str, str]
+) -> None:
+    other, client_id, _ = branch
+    code = (
+        "import json; from mcp_expose.models import UpstreamServer; from mcp_expose.upstream.sealing import seal;"
+        "from mcp_expose.upstream.snapshots import rediscover;"
+        f"row = UpstreamServer.objects.create(name='wrong', url={other.mcp_url!r}, authentication='client_credentials',"
+        f" oauth_token_url={other.base_url + '/o/token/'!r}, oauth_client_id={client_id!r},"
+        " sealed_client_secret=seal('not-the-secret'));"
+        "discovery, counts = rediscover(row); row.delete(); print(json.dumps(discovery.error))"
+    )
+    assert shell(gateway[1], code) == "The token endpoint answered HTTP 401 (invalid_client); no token."

@@ -102,7 +102,9 @@ def test_any_change_a_model_would_see_changes_the_digest() -> None:
     [
         ("not an object", "tool", "not an object"),
         (tool(name=""), "name", "missing"),
-        (tool(name="other.echo"), "name", "(it holds '.')"),
+        (tool(name="other..echo"), "name", "may only stand between two parts"),
+        (tool(name=".echo"), "name", "may only stand between two parts"),
+        (tool(name="echo/x"), "name", "(it holds '/')"),
         (tool(name="a b"), "name", "U+0020"),
         (tool(name="x" * 57), "name", "up to 56"),
         (tool(description="x" * (1024 * 1024)), "description", "1048576 characters; at most 8192"),

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
-from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -18,102 +16,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
-from mcp_expose.core.ssrf_guard import AddressRefused, connectable_address
+from mcp_expose.admin.upstream_forms import UpstreamServerForm, origin_of
 from mcp_expose.models import UpstreamServer, UpstreamTool
 from mcp_expose.operator.upstream_review import definition_diff
-from mcp_expose.upstream.headers import parse_headers
-from mcp_expose.upstream.sealing import seal
-from mcp_expose.upstream.snapshots import NothingToApprove, approve, rediscover, unapprove_all
-
-
-class SecretTextarea(forms.Textarea):
-    """A textarea that never shows a value back: not the stored one, not one just submitted with an error."""
-
-    def format_value(self, value: Any) -> None:
-        return None
-
-
-class UpstreamServerForm(forms.ModelForm):
-    headers = forms.CharField(
-        label=_("headers"),
-        required=False,
-        widget=SecretTextarea(attrs={"rows": 3, "autocomplete": "off"}),
-        help_text=_(
-            "One per line, 'Name: value', sent with every request when authentication is 'Static headers'. "
-            "Stored sealed and never shown again: leave blank to keep the current ones (they are asked for again "
-            "when the URL moves to another origin). A value 'env:MCP_UPSTREAM_<NAME>' is read from that "
-            "environment variable when it is sent."
-        ),
-    )
-    clear_headers = forms.BooleanField(label=_("remove the stored headers"), required=False)
-
-    class Meta:
-        model = UpstreamServer
-        fields = ["name", "url", "enabled", "protocol", "authentication", "connect_timeout", "call_timeout"]
-
-    # The admin's own address (scheme, host, port), set by the admin for the request: a URL there is a loop.
-    own_origin: tuple[str, str, int | None] | None = None
-
-    def clean_url(self) -> str:
-        url = self.cleaned_data["url"]
-        if self.own_origin is not None and _origin(url) == self.own_origin:
-            raise ValidationError(_("This is this server's own address: an upstream cannot be this server itself."))
-        try:
-            connectable_address(url)  # the form (validated already) and every address the host resolves to now
-        except AddressRefused as exc:
-            raise ValidationError(str(exc)) from None
-        return url
-
-    def clean_headers(self) -> dict[str, str] | None:
-        text = self.cleaned_data.get("headers") or ""
-        if not text.strip():
-            return None
-        try:
-            return parse_headers(text)
-        except ValueError as exc:
-            raise ValidationError(str(exc)) from None
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        has_headers = bool(cleaned.get("headers")) or (
-            bool(self.instance.sealed_headers) and not cleaned.get("clear_headers")
-        )
-        if cleaned.get("authentication") == UpstreamServer.Authentication.HEADERS and not has_headers:
-            self.add_error("headers", _("Give at least one header, or choose another authentication."))
-        if (
-            self.moves_origin()
-            and self.instance.sealed_headers
-            and not cleaned.get("headers")
-            and not cleaned.get("clear_headers")
-        ):
-            # The stored secrets were given for the old address: never send them to a new one unasked.
-            self.add_error("headers", _("The URL moves to another origin: enter the headers again, or remove them."))
-        return cleaned
-
-    def moves_origin(self) -> bool:
-        if not self.instance.pk or "url" not in self.cleaned_data:
-            return False
-        return _origin(UpstreamServer.objects.get(pk=self.instance.pk).url) != _origin(self.cleaned_data["url"])
-
-    def save(self, commit: bool = True) -> UpstreamServer:
-        moved = self.moves_origin()
-        server = super().save(commit=False)
-        if self.cleaned_data.get("clear_headers"):
-            server.sealed_headers = ""
-        headers = self.cleaned_data.get("headers")
-        if headers:
-            server.sealed_headers = seal(json.dumps(headers))
-        if commit:
-            server.save()
-        if moved:
-            unapprove_all(server)
-        return server
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port
-
+from mcp_expose.upstream.snapshots import NothingToApprove, approve, rediscover
 
 # What the server's page shows of its last discovery and its calls: read-only, in this order.
 LAST_DISCOVERY: list[Any] = [
@@ -133,10 +39,23 @@ class UpstreamServerAdmin(admin.ModelAdmin):
     list_filter = ["enabled", "protocol", "authentication"]
     search_fields = ["name", "url"]
     actions = ["discover_now"]
-    readonly_fields = ["stored_headers", *LAST_DISCOVERY]
+    readonly_fields = ["stored_headers", "stored_client_secret", *LAST_DISCOVERY]
     fieldsets = [
         (None, {"fields": ["name", "url", "enabled", "protocol", "connect_timeout", "call_timeout"]}),
         (_("Authentication"), {"fields": ["authentication", "stored_headers", "headers", "clear_headers"]}),
+        (
+            _("OAuth 2.1 client credentials"),
+            {
+                "fields": [
+                    "oauth_token_url",
+                    "oauth_client_id",
+                    "stored_client_secret",
+                    "client_secret",
+                    "oauth_scopes",
+                    "oauth_resource",
+                ]
+            },
+        ),
         (
             _("Last discovery"),
             {"fields": LAST_DISCOVERY},
@@ -172,7 +91,7 @@ class UpstreamServerAdmin(admin.ModelAdmin):
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         form = super().get_form(request, obj, change=change, **kwargs)
-        form.own_origin = _origin(request.build_absolute_uri("/"))  # type: ignore[attr-defined]
+        form.own_origin = origin_of(request.build_absolute_uri("/"))  # type: ignore[attr-defined]
         return form
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[UpstreamServer]:
@@ -210,6 +129,10 @@ class UpstreamServerAdmin(admin.ModelAdmin):
             failures = guard.failures(obj.pk)
             return str(_("passing") if not failures else _("passing; %(count)d failed in a row") % {"count": failures})
         return str(_("failing fast (breaker open)") if state == "open" else _("probing (breaker half-open)"))
+
+    @admin.display(description=_("stored client secret"))
+    def stored_client_secret(self, obj: UpstreamServer) -> str:
+        return str(_("set (hidden)") if obj.sealed_client_secret else _("none"))
 
     @admin.display(description=_("stored headers"))
     def stored_headers(self, obj: UpstreamServer) -> str:

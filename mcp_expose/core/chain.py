@@ -75,12 +75,15 @@ def read_chain(headers: Mapping[str, str]) -> CallChain:
 
 
 @lru_cache(maxsize=4)
-def _instance_mark(secret: str) -> str:
-    return hmac.new(secret.encode(), b"mcp_expose.instance", hashlib.sha256).hexdigest()[:32]
+def _instance_mark(secret: str, database: str) -> str:
+    return hmac.new(secret.encode(), b"mcp_expose.instance " + database.encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def instance_mark() -> str:
-    """This deployment's mark: the same in all its processes, derived from SECRET_KEY, and telling nothing of it."""
+    """This deployment's mark: the same in all its processes (one SECRET_KEY, one database), different for
+    another deployment even with the same key (a copy, a second demo), and telling nothing of either."""
     from django.conf import settings
 
-    return _instance_mark(str(settings.SECRET_KEY))
+    database = settings.DATABASES.get("default", {})
+    where = " ".join(str(database.get(key, "")) for key in ("ENGINE", "HOST", "PORT", "NAME"))
+    return _instance_mark(str(settings.SECRET_KEY), where)

@@ -46,6 +46,7 @@ class UpstreamServer(models.Model):
     class Authentication(models.TextChoices):
         NONE = "none", _("None")
         HEADERS = "headers", _("Static headers")
+        CLIENT_CREDENTIALS = "client_credentials", _("OAuth 2.1 client credentials")
 
     name = models.CharField(
         _("name"),
@@ -71,6 +72,26 @@ class UpstreamServer(models.Model):
     )
     # Sealed (see `upstream.sealing`): never shown back, only replaced. A JSON object of header names to values.
     sealed_headers = models.TextField(_("headers (sealed)"), blank=True, default="", editable=False)
+    # OAuth 2.1 client credentials: this deployment is the client; the token is cached per process and renewed.
+    oauth_token_url = models.CharField(
+        _("token endpoint"),
+        max_length=2000,
+        blank=True,
+        validators=[validate_upstream_url],
+        help_text=_("The authorization server's token endpoint, https://. Checked like the server's URL."),
+    )
+    oauth_client_id = models.CharField(_("client id"), max_length=200, blank=True)
+    # Sealed like the headers; or "env:MCP_UPSTREAM_<NAME>", read from the environment when a token is asked for.
+    sealed_client_secret = models.TextField(_("client secret (sealed)"), blank=True, default="", editable=False)
+    oauth_scopes = models.CharField(
+        _("scopes"), max_length=500, blank=True, help_text=_("Space-separated scopes to ask for; blank for none.")
+    )
+    oauth_resource = models.CharField(
+        _("resource (RFC 8707)"),
+        max_length=2000,
+        blank=True,
+        help_text=_("The resource indicator the token is asked for; blank: the server's URL."),
+    )
     # What the last discovery found.
     discovered_at = models.DateTimeField(_("last discovery"), null=True, blank=True, editable=False)
     discovery_error = models.TextField(_("discovery error"), blank=True, default="", editable=False)

@@ -25,6 +25,7 @@ from mcp_expose.core.conf import get_settings
 from mcp_expose.core.context import InvocationContext
 from mcp_expose.core.errors import ToolError, UpstreamError, UpstreamUnavailable
 from mcp_expose.upstream.breaker import CircuitBreaker
+from mcp_expose.upstream.client_credentials import TokenUnavailable, tokens
 from mcp_expose.upstream.discovery import UpstreamTarget, describe_failure
 from mcp_expose.upstream.pool import pool
 from mcp_expose.upstream.results import OutputCheck, error_text, read_result
@@ -115,6 +116,47 @@ async def call_upstream(call: UpstreamCall, arguments: dict[str, Any], context: 
 async def _send(
     call: UpstreamCall, arguments: dict[str, Any], headers: dict[str, str], context: InvocationContext
 ) -> types.CallToolResult:
+    """The call, once; a client-credentials upstream that refuses its cached token gets one new token and the
+    call again (the token may have been revoked before it expired)."""
+    target = call.target
+    try:
+        return await _send_once(call, arguments, {**headers, **await _authorization(target)}, context)
+    except _Refused401:
+        if target.oauth is None:
+            raise _Failed(_unauthorised(target)) from None
+        tokens.forget(target.pk)
+    try:
+        return await _send_once(call, arguments, {**headers, **await _authorization(target)}, context)
+    except _Refused401:
+        raise _Failed(_unauthorised(target)) from None
+
+
+async def _authorization(target: UpstreamTarget) -> dict[str, str]:
+    try:
+        return await target.authorization()
+    except TokenUnavailable as exc:
+        raise _Failed(_unavailable(target, str(exc))) from None
+
+
+class _Refused401(Exception):
+    pass
+
+
+def _unauthorised(target: UpstreamTarget) -> ToolError:
+    return _unavailable(target, "it refused this server's credentials (HTTP 401); an administrator must renew them")
+
+
+def _unavailable(target: UpstreamTarget, cause: str) -> UpstreamUnavailable:
+    return UpstreamUnavailable(
+        f"The upstream server {target.name!r} could not be used: {cause}",
+        server=target.name,
+        retry_after=int(get_settings().UPSTREAM_BREAKER_COOLDOWN),
+    )
+
+
+async def _send_once(
+    call: UpstreamCall, arguments: dict[str, Any], headers: dict[str, str], context: InvocationContext
+) -> types.CallToolResult:
     target = call.target
     http, shared = pool.client(target, headers)
 
@@ -134,6 +176,8 @@ async def _send(
     except TimeoutError:
         raise _Failed(UpstreamTimeout(target.name, target.call_timeout)) from None
     except Exception as exc:  # noqa: BLE001  (whatever the upstream does ends here, as a tool error)
+        if shared.error_status == 401:
+            raise _Refused401 from None
         raise _classified(exc, call, shared.error_status) from None
 
 
@@ -161,13 +205,7 @@ def _classified(exc: BaseException, call: UpstreamCall, status: int | None) -> E
         if code == types.CONNECTION_CLOSED and status is None
         else describe_failure(inner, target, status)
     )
-    return _Failed(
-        UpstreamUnavailable(
-            f"The upstream server {target.name!r} could not be used: {cause}",
-            server=target.name,
-            retry_after=int(get_settings().UPSTREAM_BREAKER_COOLDOWN),
-        )
-    )
+    return _Failed(_unavailable(target, cause))
 
 
 def _upstream_error(target: UpstreamTarget, what: str) -> UpstreamError:

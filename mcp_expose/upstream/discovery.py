@@ -19,7 +19,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
-from mcp_expose.upstream.headers import header_values
+from mcp_expose.upstream.client_credentials import ClientCredentials, TokenUnavailable, tokens
+from mcp_expose.upstream.headers import header_values, secret_value
 from mcp_expose.upstream.reader import Diagnostic, ToolDefinition, read_tools
 from mcp_expose.upstream.sealing import SecretUnavailable, unseal
 from mcp_expose.upstream.transport import BoundedTransport, UpstreamRefused
@@ -42,20 +43,41 @@ class UpstreamTarget:
     connect_timeout: float = 5.0
     call_timeout: float = 30.0
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    oauth: ClientCredentials | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> UpstreamTarget:
-        """Raises `SecretUnavailable` when a sealed header cannot be opened (its message says which)."""
+        """Raises `SecretUnavailable` when a sealed secret cannot be opened (its message says which)."""
         headers: dict[str, str] = {}
+        oauth = None
         if row.authentication == "headers" and row.sealed_headers:
             what = f"the headers of upstream {row.name!r}"
             headers = header_values(json.loads(unseal(row.sealed_headers, what)), what)
-        return cls(row.pk, row.name, row.url, row.protocol, row.connect_timeout, row.call_timeout, headers)
+        elif row.authentication == "client_credentials":
+            what = f"the client secret of upstream {row.name!r}"
+            if not row.sealed_client_secret:
+                raise SecretUnavailable(f"{what} is not set.")
+            oauth = ClientCredentials(
+                token_url=row.oauth_token_url,
+                client_id=row.oauth_client_id,
+                client_secret=secret_value(unseal(row.sealed_client_secret, what), what),
+                scopes=row.oauth_scopes,
+                resource=row.oauth_resource or row.url,
+            )
+        return cls(row.pk, row.name, row.url, row.protocol, row.connect_timeout, row.call_timeout, headers, oauth)
 
-    def http_client(self, transport: httpx2.AsyncBaseTransport) -> httpx2.AsyncClient:
+    async def authorization(self) -> dict[str, str]:
+        """The Authorization header of a client-credentials upstream (its cached token, or a new one); empty
+        for the others. Raises `TokenUnavailable`."""
+        if self.oauth is None:
+            return {}
+        token = await tokens.token(self.pk, self.oauth, timeout=self.connect_timeout + self.call_timeout)
+        return {"Authorization": f"Bearer {token}"}
+
+    def http_client(self, transport: httpx2.AsyncBaseTransport, extra: Mapping[str, str]) -> httpx2.AsyncClient:
         timeout = httpx2.Timeout(self.call_timeout, connect=self.connect_timeout)
         return httpx2.AsyncClient(
-            transport=transport, headers=dict(self.headers), timeout=timeout, follow_redirects=False
+            transport=transport, headers={**self.headers, **extra}, timeout=timeout, follow_redirects=False
         )
 
 
@@ -80,8 +102,9 @@ async def discover(target: UpstreamTarget) -> Discovery:
     protocol_version, server_info = "", {}
     try:
         with anyio.fail_after(budget):
+            authorization = await target.authorization()
             async with (
-                target.http_client(transport) as http,
+                target.http_client(transport, authorization) as http,
                 Client(
                     streamable_http_client(target.url, http_client=http), mode=MODES.get(target.protocol, "auto")
                 ) as client,
@@ -131,7 +154,7 @@ def describe_failure(exc: BaseException, target: UpstreamTarget, status: int | N
         text = f"The upstream answered HTTP {status}."
     elif isinstance(exc, ValidationError):
         text = f"The upstream's answer does not follow the protocol ({exc.error_count()} problems, first at {_location(exc)})."
-    elif isinstance(exc, SecretUnavailable | UpstreamRefused):
+    elif isinstance(exc, SecretUnavailable | UpstreamRefused | TokenUnavailable):
         text = str(exc)
     else:
         text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

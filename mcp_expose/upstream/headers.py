@@ -82,18 +82,21 @@ def header_problem(name: str, value: str) -> str | None:
 def header_values(headers: Mapping[str, str], what: str) -> dict[str, str]:
     """The headers to send: each `env:MCP_UPSTREAM_…` value read from the environment now. Raises
     `SecretUnavailable` naming the variable (never a value) when one is not set."""
+    return {name: secret_value(value, f"{what}: {name}") for name, value in usable_headers(headers).items()}
+
+
+def secret_value(value: str, what: str) -> str:
+    """`value`, or the environment variable an `env:MCP_UPSTREAM_…` value names, read now. Raises
+    `SecretUnavailable` naming the variable (never a value) when it is not set."""
     from mcp_expose.upstream.sealing import SecretUnavailable
 
-    sent: dict[str, str] = {}
-    for name, value in usable_headers(headers).items():
-        reference = ENV_REFERENCE.fullmatch(value)
-        if reference is not None:
-            found = os.environ.get(reference.group(1))
-            if found is None:
-                raise SecretUnavailable(f"{what}: {name} is read from {reference.group(1)}, which is not set.")
-            value = found
-        sent[name] = value
-    return sent
+    reference = ENV_REFERENCE.fullmatch(value)
+    if reference is None:
+        return value
+    found = os.environ.get(reference.group(1))
+    if found is None:
+        raise SecretUnavailable(f"{what} is read from {reference.group(1)}, which is not set.")
+    return found
 
 
 def usable_headers(headers: Mapping[str, str]) -> dict[str, str]:

@@ -49,7 +49,14 @@ class _Pooled:
 
 def fingerprint(target: UpstreamTarget) -> str:
     """What identifies a target's connection setup (its secrets hashed, never kept in the key as they are)."""
-    parts = [target.url, target.protocol, target.connect_timeout, target.call_timeout, sorted(target.headers.items())]
+    parts = [
+        target.url,
+        target.protocol,
+        target.connect_timeout,
+        target.call_timeout,
+        sorted(target.headers.items()),
+        repr(target.oauth) if target.oauth is None else [target.oauth.token_url, target.oauth.client_id],
+    ]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
 
 

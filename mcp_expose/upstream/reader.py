@@ -24,7 +24,10 @@ from mcp_expose.declare.names import MAX_NAME_LENGTH
 from mcp_expose.upstream.bounded_json import depth_of
 
 # An upstream tool's own name: no "." (ours separates the server from the tool), nothing a client escapes.
-TOOL_NAME = re.compile(r"[A-Za-z0-9_-]+")
+# Segments of letters, digits, '_' and '-', joined by single dots: served as {server}.{name}, whose first segment
+# is always the server (server names hold no dot), so no name can pose as another server's tool.
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
+NAME_CHARACTER = re.compile(r"[A-Za-z0-9_.-]")
 ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 # Line breaks and tabs are text; every other control character, and every invisible one (format characters:
 # zero-width spaces and joiners, bidirectional overrides, tag characters) could hide words from the person
@@ -149,9 +152,11 @@ def _name(name: Any, server: str) -> str:
     if not isinstance(name, str) or not name:
         raise Refused("name", "the name is missing or not a string")
     if not TOOL_NAME.fullmatch(name):
-        bad = sorted({character for character in name if not TOOL_NAME.fullmatch(character)})
+        bad = sorted({character for character in name if not NAME_CHARACTER.fullmatch(character)})
+        if not bad:
+            raise Refused("name", "a '.' in the name may only stand between two parts of it")
         shown = ", ".join(_code_point(character) for character in bad[:_SHOWN])
-        raise Refused("name", f"the name may hold only letters, digits, '_' and '-' (it holds {shown})")
+        raise Refused("name", f"the name may hold only letters, digits, '_', '-' and '.' (it holds {shown})")
     if len(name) > longest:
         raise Refused(
             "name", f"the name is {len(name)} characters; {server}.<name> fits in {MAX_NAME_LENGTH} up to {longest}"

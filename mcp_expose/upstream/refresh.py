@@ -143,8 +143,9 @@ async def listen_once(target: UpstreamTarget, changed: Any) -> bool:
         if isinstance(message, types.ToolListChangedNotification):
             wake.set()
 
+    headers = {**target.headers, **await target.authorization()}
     async with httpx2.AsyncClient(
-        transport=transport, headers=dict(target.headers), timeout=timeout, follow_redirects=False
+        transport=transport, headers=headers, timeout=timeout, follow_redirects=False
     ) as http:
         mode = MODES.get(target.protocol, "auto")
         async with Client(

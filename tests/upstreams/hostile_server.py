@@ -25,6 +25,8 @@ LISTINGS: dict[str, list[dict[str, Any]]] = {
     "listing": [
         tool("fine"),
         tool("other.fine"),
+        tool(".hidden"),
+        tool("other..fine"),
         tool("huge", description="x" * (1024 * 1024)),
         tool("deep", inputSchema={"type": "object", "properties": {"x": "DEEP"}}),
         tool("remote", inputSchema={"type": "object", "properties": {"x": {"$ref": "https://evil.example/x.json"}}}),
