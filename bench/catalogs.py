@@ -6,14 +6,19 @@ set, before our server starts. Saving the rows moves the catalog revision, exact
 Profiles (tool wire names):
 - two:   library.echo and library.get_book, nothing else (tools/list with 2 tools);
 - many:  bench.tool_000 … bench.tool_199, nothing else (tools/list with 200 tools);
-- calls: the demo's tools as it ships them, plus bench.read_book (every tools/call workload).
+- calls: the demo's tools as it ships them, plus bench.read_book (every tools/call workload);
+- none:  no local tool (the gateway's listing workload lists only upstream tools).
+
+`python -m bench.catalogs gateway URL` then registers the bare server at URL as the upstream "benchup",
+discovers it, approves every tool it lists and enables each for the bench's key, without confirmation:
+what an operator does in the admin, done in one go.
 """
 
 from __future__ import annotations
 
 import sys
 
-PROFILES = ("two", "many", "calls")
+PROFILES = ("two", "many", "calls", "none")
 
 
 def wanted(profile: str, name: str, shipped: bool) -> bool:
@@ -23,6 +28,8 @@ def wanted(profile: str, name: str, shipped: bool) -> bool:
         return name in (ECHO_TOOL, BOOK_TOOL)
     if profile == "many":
         return name in {many_tool_name(index) for index in range(MANY_TOOLS)}
+    if profile == "none":
+        return False
     return shipped or name == READ_TOOL
 
 
@@ -49,7 +56,37 @@ def apply(profile: str) -> list[str]:
     return enabled
 
 
+def register_gateway(url: str) -> int:
+    """The bare server at `url` as the upstream GATEWAY, every tool approved and enabled; how many."""
+    from django.contrib.auth import get_user_model
+
+    from bench.toolspec import GATEWAY
+    from mcp_expose.models import ExposedTool, UpstreamServer, UpstreamTool
+    from mcp_expose.upstream.snapshots import approve, rediscover
+
+    UpstreamServer.objects.filter(name=GATEWAY).delete()
+    server = UpstreamServer.objects.create(name=GATEWAY, url=url, call_timeout=10.0)
+    discovery, _ = rediscover(server)
+    if discovery.error:
+        raise SystemExit(f"The bare server at {url} could not be discovered: {discovery.error}")
+    admin = get_user_model()._default_manager.get(username="admin")
+    tools = list(UpstreamTool.objects.filter(server=server))
+    for tool in tools:
+        approve(tool, admin, tool.proposed_digest)
+    ExposedTool.objects.filter(key__in=[tool.key for tool in tools]).update(enabled=True, requires_confirmation=False)
+    from mcp_expose.signals import catalog_changed
+
+    catalog_changed()  # the update() above saved no row one by one
+    return len(tools)
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "gateway":
+        import django
+
+        django.setup()
+        print(f"gateway: {register_gateway(argv[1])} upstream tools approved and enabled")
+        return 0
     if len(argv) != 1 or argv[0] not in PROFILES:
         print(f"usage: python -m bench.catalogs {{{','.join(PROFILES)}}}", file=sys.stderr)
         return 2

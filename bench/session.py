@@ -130,15 +130,18 @@ def _start_pair(
         data_dir,
     )
     bare.env["BENCH_RESOURCE"] = bare.url
-    for server in (ours, bare):
+    for server in (bare, ours):  # the bare server first: a gateway workload registers it before ours starts
         stack.callback(server.stop)
         server.start()
+        if server is bare and workload.gateway:
+            _django(data_dir, "-m", "bench.catalogs", "gateway", bare.url)
     ours_auth: str | None = "Bearer " + api_key
     bare_auth: str | None = None
     if workload.oauth:
         ours_auth = "Bearer " + oauth_token(ours.url.removesuffix("/mcp"), data_dir, ours.url)
         bare_auth = "Bearer " + bare_token
-    return {era: (Target(ours, workload, era, ours_auth), Target(bare, workload, era, bare_auth)) for era in plan.eras}
+    gateway = workload.as_gateway()
+    return {era: (Target(ours, gateway, era, ours_auth), Target(bare, workload, era, bare_auth)) for era in plan.eras}
 
 
 def _start_ceiling(workload: Workload, ours: Target, data_dir: Path, stack: ExitStack) -> Server:

@@ -13,6 +13,9 @@ ECHO_TOOL = "library.echo"
 BOOK_TOOL = "library.get_book"
 READ_TOOL = "bench.read_book"
 VIEW_TOOL = "library.books.retrieve"
+# The upstream name our server gives the bare server in the gateway workloads: its tools are served as
+# f"{GATEWAY}.{name}" (`bench.catalogs gateway`).
+GATEWAY = "benchup"
 
 # The columns `bench.read_book` reads, in order: one row of library_book, no join.
 BOOK_COLUMNS = ("id", "title", "isbn", "genre", "published", "copies")

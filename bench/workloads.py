@@ -8,11 +8,11 @@ is what must be equal between the two servers (checked once per workload and era
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .protocol import LEGACY, MODERN
-from .toolspec import BOOK_TOOL, ECHO_TOOL, MANY_TOOLS, READ_TOOL, VIEW_TOOL, many_tool_name
+from .toolspec import BOOK_TOOL, ECHO_TOOL, GATEWAY, MANY_TOOLS, READ_TOOL, VIEW_TOOL, many_tool_name
 
 BOOK_IDS = range(1, 9)  # the demo seeds eight books
 ECHO_TEXT = "hello bench"
@@ -30,6 +30,19 @@ class Workload:
     ok_marker: str  # must be in every response body (checked by wrk_mcp.lua)
     check: Callable[[dict[str, Any], dict[str, Any]], str | None]  # (result, arguments) -> problem
     oauth: bool = False
+    # Ours serves the bare server's tools as an upstream (`bench.catalogs gateway`), as f"{GATEWAY}.{name}":
+    # the bare server, called directly, is the baseline. `listed`: the names a listing must hold.
+    gateway: bool = False
+    listed: tuple[str, ...] = ()
+
+    def as_gateway(self) -> Workload:
+        """The workload as our gateway is asked it: the same tools, under the upstream's namespace."""
+        if not self.gateway:
+            return self
+        if self.method == "tools/list":
+            names = [f"{GATEWAY}.{name}" for name in self.listed]
+            return replace(self, ok_marker=f'"{names[-1]}"', check=_listing(names))
+        return replace(self, tool=f"{GATEWAY}.{self.tool}")
 
     def params(self) -> list[dict[str, Any]]:
         if self.method == "tools/list":
@@ -130,6 +143,31 @@ WORKLOADS: dict[str, Workload] = {
             _call(_echo),
             oauth=True,
         ),
+        Workload(
+            "proxy",
+            "tools/call echo through our gateway",
+            "tools/call",
+            ECHO_TOOL,
+            _echo_arguments,
+            "calls",
+            "calls",
+            ECHO_TEXT,
+            _call(_echo),
+            gateway=True,
+        ),
+        Workload(
+            "listup",
+            "tools/list, 200 upstream tools",
+            "tools/list",
+            None,
+            [],
+            "none",
+            "many",
+            f'"{MANY[-1]}"',
+            _listing(MANY),
+            gateway=True,
+            listed=tuple(MANY),
+        ),
     )
 }
 
@@ -137,8 +175,12 @@ WORKLOADS: dict[str, Workload] = {
 def comparable(workload: Workload, result: dict[str, Any]) -> Any:
     """The part of an answer both servers must agree on."""
     if workload.method == "tools/list":
-        keys = ("name", "description", "inputSchema", "outputSchema", "annotations")
-        return sorted(({key: tool.get(key) for key in keys} for tool in result.get("tools", [])), key=str)
+        # Through the gateway the names carry the upstream's namespace, and the upstream's hints are replaced.
+        keys = ("name", "description", "inputSchema", "outputSchema") + (() if workload.gateway else ("annotations",))
+        tools = [{key: tool.get(key) for key in keys} for tool in result.get("tools", [])]
+        for tool in tools:
+            tool["name"] = str(tool["name"]).removeprefix(f"{GATEWAY}.")
+        return sorted(tools, key=str)
     content = dict(result.get("structuredContent") or {})
     content.pop("caller", None)  # who the server thinks called: ours knows the user, bare has no users
     return content
@@ -151,6 +193,10 @@ def target(workload: Workload, era: str) -> tuple[float | None, str]:
         rules.append((2.0, "echo 2026 ≥ 2×"))
     if workload.name == "list200":
         rules.append((20.0, "list 200 ≥ 20×"))
+    if workload.name == "proxy":  # the baseline is the upstream itself: a proxy cannot pass it
+        return 0.7, "proxied ≥ 0.7× direct"
+    if workload.name == "listup":
+        rules.append((20.0, "as list200 (local)"))
     if workload.name == "orm":
         rules.append((0.9, "one-row read ≥ 0.9×"))
     if era == LEGACY:

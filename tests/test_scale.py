@@ -233,3 +233,77 @@ def test_settings_use_postgres_and_redis(data: Path, env: dict[str, str]) -> Non
         "django.core.cache.backends.redis.RedisCache",
         "channels_redis.core.RedisChannelLayer",
     ]
+
+
+UPSTREAM_SETUP = """
+import json
+from django.contrib.auth import get_user_model
+from mcp_expose.models import ExposedTool, UpstreamServer, UpstreamTool
+from mcp_expose.upstream.snapshots import approve, rediscover
+server = UpstreamServer.objects.create(name="tickets", url={url!r}, connect_timeout=1.0, call_timeout=5.0)
+discovery, counts = rediscover(server)
+for name in ["echo", "notes"]:
+    tool = UpstreamTool.objects.get(server=server, name=name)
+    approve(tool, get_user_model().objects.get(username="admin"), tool.proposed_digest)
+    row = ExposedTool.objects.get(key=tool.key)
+    row.enabled, row.requires_confirmation = True, False
+    row.save()
+print(json.dumps(counts))
+"""
+
+UPSTREAM_CHANGE = """
+import json
+from django.contrib.auth import get_user_model
+from mcp_expose.models import UpstreamServer, UpstreamTool
+from mcp_expose.upstream.snapshots import approve, rediscover
+discovery, counts = rediscover(UpstreamServer.objects.get(name="tickets"))
+tool = UpstreamTool.objects.get(name="notes")
+if {approve_it}:
+    approve(tool, get_user_model().objects.get(username="admin"), tool.proposed_digest)
+    tool.refresh_from_db()
+print(json.dumps(tool.status))
+"""
+
+
+async def test_both_processes_serve_the_approved_upstream_set_and_each_keeps_its_own_breaker(
+    pair: Any, data: Path, env: dict[str, str], key: str
+) -> None:
+    from .live import manage
+    from .upstream_servers import run_upstream
+
+    def shell(code: str) -> Any:
+        return json.loads(manage(data, "shell", "-c", code, env=env).stdout.strip().splitlines()[-1])
+
+    async def described(server: LiveServer) -> dict[str, str]:
+        async with connect(server.mcp_url, key, "auto") as client:
+            tools = (await client.list_tools()).tools
+        return {tool.name: tool.description or "" for tool in tools if tool.name.startswith("tickets.")}
+
+    notes = data / "upstream-notes.txt"
+    notes.unlink(missing_ok=True)
+    with run_upstream(data, "bare_server", UPSTREAM_DESCRIPTION_FILE=str(notes)) as upstream:
+        assert shell(UPSTREAM_SETUP.format(url=upstream.mcp_url))["new"] == 3
+        expected = {"tickets.echo": "Say the text back.", "tickets.notes": "Notes on a topic."}
+        for server in pair:  # the approval moved the revision in Redis: both recompile
+            assert await described(server) == expected
+        notes.write_text("A new text nobody approved.")
+        assert shell(UPSTREAM_CHANGE.format(approve_it=False)) == "changed"
+        for server in pair:
+            assert await described(server) == expected
+        assert shell(UPSTREAM_CHANGE.format(approve_it=True)) == "approved"
+        for server in pair:
+            assert (await described(server))["tickets.notes"] == "A new text nobody approved."
+        async with connect(pair[0].mcp_url, key, "auto") as client:
+            answer = await client.call_tool("tickets.echo", {"text": "through process one"})
+        assert answer.structured_content == {"result": "through process one"}
+    # The upstream is gone. The first process fails five calls in a row and opens its breaker; the second,
+    # which has its own, still tries the upstream on its next call.
+    async with connect(pair[0].mcp_url, key, "auto") as first, connect(pair[1].mcp_url, key, "auto") as second:
+        for _ in range(5):
+            failed = await first.call_tool("tickets.echo", {"text": "x"})
+            assert failed.structured_content["error"]["code"] == "upstream_unavailable"
+            assert "cannot be reached" in failed.structured_content["error"]["message"]
+        fast = await first.call_tool("tickets.echo", {"text": "x"})
+        assert "failed repeatedly just now" in fast.structured_content["error"]["message"]
+        tried = await second.call_tool("tickets.echo", {"text": "x"})
+        assert "cannot be reached" in tried.structured_content["error"]["message"]

@@ -221,3 +221,36 @@ def test_closing_the_pools_survives_each_failure(bare: LiveServer, caplog: pytes
     assert anyio.run(run) == 2
     assert "Closing the connections to upstream 12 failed: Broken" in caplog.text
     assert not pool._pools
+
+
+@pytest.fixture(scope="module")
+def talkative(files: Path) -> Iterator[LiveServer]:
+    with run_upstream(files, "bare_server", UPSTREAM_CANCEL_DIR=str(files)) as server:
+        yield server
+
+
+def test_the_upstreams_progress_reaches_our_caller(talkative: LiveServer) -> None:
+    progress: list[Any] = []
+    assert call(talkative.mcp_url, "slow", {"steps": 3}, ctx=context(progress=progress)) == {"result": "done"}
+    assert progress == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+
+
+def test_cancelling_our_call_cancels_the_upstream_request(talkative: LiveServer, files: Path) -> None:
+    marker = files / "cancelled-1"
+    target = UpstreamTarget(5, "up", talkative.mcp_url, "2026-07-28", call_timeout=30.0)
+
+    async def run() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(call_upstream, UpstreamCall(target, "wait"), {"marker": marker.name}, context())
+            # Cancel once the upstream runs the tool (it says so in a file).
+            with anyio.fail_after(10):
+                while not (files / f"{marker.name}.started").exists():
+                    await anyio.sleep(0.05)
+            group.cancel_scope.cancel()
+        with anyio.fail_after(10):
+            while not marker.exists():
+                await anyio.sleep(0.05)
+        await pool.aclose()
+
+    anyio.run(run)
+    assert marker.read_text() == "cancelled"

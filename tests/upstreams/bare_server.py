@@ -40,6 +40,29 @@ async def notes(topic: str) -> str:
     return f"Notes on {topic}."
 
 
+if os.environ.get("UPSTREAM_CANCEL_DIR"):
+    # Two more tools, for progress and cancellation: only where a test asks (the listings above stay as they are).
+    import anyio
+    from mcp.server.mcpserver import Context
+
+    @server.tool()
+    async def slow(steps: int, ctx: Context) -> str:
+        """Report progress at each step."""
+        for step in range(steps):
+            await ctx.report_progress(step + 1, steps, f"step {step + 1}")
+        return "done"
+
+    @server.tool()
+    async def wait(marker: str) -> str:
+        """Wait until cancelled: `marker`.started says it runs, and the cancellation leaves `marker` behind."""
+        Path(os.environ["UPSTREAM_CANCEL_DIR"], marker + ".started").write_text("running")
+        try:
+            await anyio.sleep_forever()
+        finally:
+            Path(os.environ["UPSTREAM_CANCEL_DIR"], marker).write_text("cancelled")
+        return "never"
+
+
 def _described(tools: list[Any]) -> list[Any]:
     path = os.environ.get("UPSTREAM_DESCRIPTION_FILE")
     if path and Path(path).exists():
