@@ -40,8 +40,13 @@ def apply(profile: str) -> list[str]:
     from mcp_expose.declare.registry import TOOL_KINDS, registry
     from mcp_expose.models import ExposedTool
 
+    from bench.toolspec import GATEWAY
+    from mcp_expose.models import UpstreamServer
+
     enabled: list[str] = []
     with transaction.atomic():
+        # A gateway workload registers its upstream after this (`gateway`); every other one serves none.
+        UpstreamServer.objects.filter(name=GATEWAY).delete()
         rows = {row.key: row for row in ExposedTool.objects.select_for_update()}
         for capability in registry:
             if capability.kind not in TOOL_KINDS:

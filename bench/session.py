@@ -98,7 +98,7 @@ def run_workload(
                         runs[target.server.label].append(run)
                         log(f"  {workload.name:8} {era} c={connections:<3} {target.server.label}: {_describe(run)}")
                 raw = raws[era]
-                ceiling = watched_run(raw, ceiling_load(raw, workload), connections, plan.seconds, plan.warmup)
+                ceiling = watched_run(raw, ceiling_load(raw, pair[0].workload), connections, plan.seconds, plan.warmup)
                 log(f"  {workload.name:8} {era} c={connections:<3} raw ASGI ceiling: {_describe(ceiling)}")
                 runs["ceiling"] = [ceiling]
                 cells.append({"era": era, "concurrency": connections, "runs": runs})
