@@ -37,11 +37,9 @@ def apply(profile: str) -> list[str]:
     """Enable exactly the profile's tools; returns the enabled wire names."""
     from django.db import transaction
 
-    from mcp_expose.declare.registry import TOOL_KINDS, registry
-    from mcp_expose.models import ExposedTool
-
     from bench.toolspec import GATEWAY
-    from mcp_expose.models import UpstreamServer
+    from mcp_expose.declare.registry import TOOL_KINDS, registry
+    from mcp_expose.models import ExposedTool, UpstreamServer
 
     enabled: list[str] = []
     with transaction.atomic():
