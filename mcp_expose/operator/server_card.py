@@ -17,13 +17,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import httpx2
 
 from mcp_expose import __version__
 from mcp_expose.access.protected_resource import authorization_servers, metadata_url
 from mcp_expose.core.conf import get_settings
-from mcp_expose.core.ssrf_guard import AddressRefused, connectable_address
 from mcp_expose.serving.versions import PROTOCOL_VERSIONS
+from mcp_expose.upstream.transport import BoundedTransport, UpstreamRefused
 
 SCHEMA = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json"
 WELL_KNOWN = "/.well-known/mcp/server-card"
@@ -92,21 +93,12 @@ class CardUnreadable(ValueError):
 
 
 def read_card(url: str, timeout: float = 10.0) -> CardSuggestion:
-    """Fetch the card at `url` (or at its origin's well-known path) and read its first streamable-http remote."""
+    """Fetch the card at `url` and read its first streamable-http remote. Fetched through the upstream transport:
+    the SSRF guard checks the address and the request goes to the address it checked (no second resolution)."""
     try:
-        _host, _port, _addresses = connectable_address(url)
-    except AddressRefused as exc:
+        body = anyio.run(_fetch, url, timeout)
+    except UpstreamRefused as exc:
         raise CardUnreadable(str(exc)) from None
-    try:
-        with httpx2.Client(timeout=timeout, follow_redirects=False, trust_env=False) as http:
-            with http.stream("GET", url, headers={"Accept": "application/json"}) as response:
-                if response.status_code != 200:
-                    raise CardUnreadable(f"{url} answered HTTP {response.status_code}, not a card.")
-                body = b""
-                for chunk in response.iter_raw():
-                    body += chunk
-                    if len(body) > MAX_CARD_BYTES:
-                        raise CardUnreadable(f"The card is over {MAX_CARD_BYTES} bytes.")
     except httpx2.HTTPError as exc:
         raise CardUnreadable(f"{url} cannot be fetched ({type(exc).__name__}).") from None
     try:
@@ -114,6 +106,20 @@ def read_card(url: str, timeout: float = 10.0) -> CardSuggestion:
     except (ValueError, RecursionError):
         raise CardUnreadable("The card is not JSON.") from None
     return suggestion_from(card)
+
+
+async def _fetch(url: str, timeout: float) -> bytes:
+    transport = BoundedTransport("server card", max_bytes=MAX_CARD_BYTES)
+    async with httpx2.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False) as http:
+        async with http.stream("GET", url, headers={"Accept": "application/json"}) as response:
+            if response.status_code != 200:
+                raise CardUnreadable(f"{url} answered HTTP {response.status_code}, not a card.")
+            body = b""
+            async for chunk in response.aiter_raw():
+                body += chunk
+                if len(body) > MAX_CARD_BYTES:
+                    raise CardUnreadable(f"The card is over {MAX_CARD_BYTES} bytes.")
+            return body
 
 
 def suggestion_from(card: Any) -> CardSuggestion:
