@@ -29,11 +29,8 @@ def row_saved(sender: type, *, using: str = "default", **kwargs: Any) -> None:
     transaction.on_commit(catalog_changed, using=using)
 
 
-# What a discovery writes that changes nothing served: a reading beside an approved definition, and the
-# server's last-discovery facts. Saves of nothing else leave the revision alone.
-UNSERVED_FIELDS = frozenset(
-    {"proposed", "proposed_digest", "last_seen", "discovered_at", "discovery_error", "diagnostics", "server_info"}
-)
+# What a discovery writes on a server that changes nothing served: its last-discovery facts.
+UNSERVED_FIELDS = frozenset({"discovered_at", "discovery_error", "diagnostics", "server_info"})
 
 
 def upstream_saved(
@@ -45,11 +42,14 @@ def upstream_saved(
     using: str = "default",
     **kwargs: Any,
 ) -> None:
-    """An upstream server or tool saved: the catalog recompiles unless the save touched only what is not served
-    (a new tool is pending, so its creation serves nothing either)."""
-    if created and getattr(instance, "approved", None) is None and hasattr(instance, "approved"):
-        return
-    if update_fields is not None and set(update_fields) <= UNSERVED_FIELDS:
+    """An upstream server or tool saved: the catalog recompiles unless nothing served changed. A tool says what
+    it served when it was read (`served_when_loaded`); a server, which fields the save wrote."""
+    if hasattr(instance, "served_state"):
+        before = instance.served_when_loaded
+        instance.served_when_loaded = after = instance.served_state()
+        if before == after:
+            return  # a reading beside the approved copy, a tool withdrawn that was never served, …
+    elif update_fields is not None and set(update_fields) <= UNSERVED_FIELDS:
         return
     transaction.on_commit(catalog_changed, using=using)
 

@@ -243,3 +243,42 @@ def test_our_server_card_is_published_only_when_a_name_is_set(client: Client) ->
     assert authorization["resourceMetadata"] == "http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"
     assert authorization["authorizationServers"] == ["http://127.0.0.1:8000/o"]
     assert "tools" not in card and card["capabilities"]["tools"] == {"listChanged": True}
+
+
+def test_a_client_secret_is_never_sent_to_a_token_endpoint_it_was_not_given_for(boss: Client, bare: LiveServer) -> None:
+    fields = {
+        "authentication": "client_credentials",
+        "oauth_token_url": "https://auth.example.com/token",
+        "oauth_client_id": "gateway",
+        "client_secret": "cs-secret-1",
+    }
+    page = register(boss, bare.mcp_url, **{**fields, "client_secret": ""})
+    assert "Enter the client secret." in page.content.decode()
+    assert register(boss, bare.mcp_url, **fields).status_code == 302
+    server = UpstreamServer.objects.get()
+    assert unseal(server.sealed_client_secret, "secret") == "cs-secret-1"
+    assert "cs-secret-1" not in boss.get(f"{SERVERS}{server.pk}/change/").content.decode()
+    url = f"{SERVERS}{server.pk}/change/"
+    form = {
+        "name": "bare",
+        "url": bare.mcp_url,
+        "enabled": "on",
+        "protocol": "auto",
+        "connect_timeout": "5",
+        "call_timeout": "30",
+        "oauth_client_id": "gateway",
+    }
+    # Away from client credentials, the token endpoint moved elsewhere: the secret is dropped, not kept for it.
+    moved = {**form, "authentication": "none", "oauth_token_url": "https://evil.example/token"}
+    assert boss.post(url, {**moved, "csrfmiddlewaretoken": csrf_token(boss, url)}).status_code == 302
+    assert UpstreamServer.objects.get().sealed_client_secret == ""
+    back = {**form, "authentication": "client_credentials", "oauth_token_url": "https://evil.example/token"}
+    page = boss.post(url, {**back, "csrfmiddlewaretoken": csrf_token(boss, url)})
+    assert "Enter the client secret." in page.content.decode()
+
+
+def test_a_card_address_that_is_no_url_is_refused_saying_so(boss: Client) -> None:
+    token = csrf_token(boss, FROM_CARD)
+    page = boss.post(FROM_CARD, {"card_url": "http://[::1", "csrfmiddlewaretoken": token})
+    assert page.status_code == 200
+    assert "address cannot be fetched (InvalidURL)." in page.content.decode()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -210,7 +209,7 @@ def test_closing_the_pools_survives_each_failure(bare: LiveServer, caplog: pytes
     async def run() -> int:
         for target in targets:
             pool.client(target, {})
-        transport = pool._pools[(id(asyncio.get_running_loop()), 12)].transport
+        transport = pool.of_this_loop()[12].transport
 
         async def fail() -> None:
             raise Broken("cannot close")
@@ -220,7 +219,7 @@ def test_closing_the_pools_survives_each_failure(bare: LiveServer, caplog: pytes
 
     assert anyio.run(run) == 2
     assert "Closing the connections to upstream 12 failed: Broken" in caplog.text
-    assert not pool._pools
+    assert not pool._pools  # the loop's pools are gone with it
 
 
 @pytest.fixture(scope="module")
@@ -254,3 +253,23 @@ def test_cancelling_our_call_cancels_the_upstream_request(talkative: LiveServer,
 
     anyio.run(run)
     assert marker.read_text() == "cancelled"
+
+
+def test_a_probe_the_upstream_answers_with_an_error_closes_the_breaker(hostile: LiveServer) -> None:
+    for _ in range(3):
+        with pytest.raises(UpstreamUnavailable):
+            call(calls_url(hostile), "error5xx")
+    breaker()._states[1].opened_at -= 60  # the cooldown has passed (the breaker's own clock, moved back)
+    with pytest.raises(UpstreamError, match="refused the call: Unknown tool: nope"):
+        call(calls_url(hostile), "nope")  # the probe: an answer, so the upstream is up
+    assert breaker().state(1) == "closed"
+    assert isinstance(call(calls_url(hostile), "fine_call"), ContentBundle)
+
+
+def test_a_cancelled_probe_lets_the_next_call_probe() -> None:
+    guard = CircuitBreaker(1, 10, clock=lambda: 100.0)
+    guard.failed(3)
+    guard._states[3].opened_at = 0.0
+    assert guard.retry_after(3) is None  # the probe
+    guard.released(3)  # cancelled before it said anything
+    assert guard.retry_after(3) is None  # the next call probes instead of waiting for ever

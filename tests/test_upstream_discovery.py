@@ -108,7 +108,7 @@ def test_names_equal_across_pages_are_refused_together(hostile: LiveServer) -> N
         ("error5xx", "The upstream answered HTTP 503."),
         ("oversized", "its answer is over 4194304 bytes"),
         ("compressed", "answered compressed (gzip), which is not read"),
-        ("closed", "peer closed connection"),
+        ("closed", "closed the connection before its answer was complete"),
         ("hang", "did not answer within"),
         ("other-id", "a message that is not the answer to it"),
     ],
@@ -345,3 +345,28 @@ def test_the_doctor_probes_an_upstream_and_names_what_is_served_but_no_longer_li
     assert "FAIL  approved tools: add is approved but no longer listed" in capsys.readouterr().out
     with pytest.raises(CommandError, match="No upstream server is named 'nope' \\(registered: bare\\)"):
         call_command("mcp_doctor", upstream="nope")
+
+
+def test_the_revision_moves_only_when_what_clients_are_served_changes(
+    server_row: UpstreamServer, files: Path, django_user_model: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from mcp_expose.signals import catalog_changed
+
+    def moves(action: Any) -> bool:
+        with django_capture_on_commit_callbacks() as callbacks:
+            action()
+        return catalog_changed in callbacks
+
+    assert moves(lambda: discover_row(server_row))  # the first: the era it agreed on is recorded (calls adopt it)
+    assert not moves(lambda: discover_row(server_row))  # three tools, all pending: nothing served
+    notes = UpstreamTool.objects.get(name="notes")
+    assert moves(lambda: approve(notes, django_user_model.objects.create_user("approver"), notes.proposed_digest))
+    (files / "notes.txt").write_text("A change to review.")
+    assert not moves(lambda: discover_row(server_row))  # approved → changed: the approved copy is still served
+    assert not moves(lambda: discover_row(server_row))  # the same reading again
+    (files / "hide-add").write_text("")
+    assert not moves(lambda: discover_row(server_row))  # a pending tool withdrawn was never served
+    (files / "notes.txt").unlink()
+    (files / "hide-add").unlink()
+    assert not moves(lambda: discover_row(server_row))  # back to what was approved: served as it was
+    assert moves(lambda: UpstreamTool.objects.filter(name="notes").get().delete())

@@ -483,3 +483,34 @@ def test_a_schema_change_that_breaks_approved_calls_is_named(
 
     found = schema_break(approved, proposed)
     assert (found is None) if reason is None else (found is not None and reason in found)
+
+
+def test_an_environment_secret_a_header_cannot_carry_is_refused_without_quoting_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_expose.upstream.headers import header_values
+    from mcp_expose.upstream.sealing import SecretUnavailable
+
+    monkeypatch.setenv("MCP_UPSTREAM_KEY", "sk-live-secret\n")  # a secret file's trailing newline is dropped
+    assert header_values({"X-Key": "env:MCP_UPSTREAM_KEY"}, "the headers") == {"X-Key": "sk-live-secret"}
+    monkeypatch.setenv("MCP_UPSTREAM_KEY", "sk-live\nsecret")
+    with pytest.raises(SecretUnavailable) as refused:
+        header_values({"X-Key": "env:MCP_UPSTREAM_KEY"}, "the headers")
+    assert "MCP_UPSTREAM_KEY, which holds characters a header cannot carry" in str(refused.value)
+    assert "sk-live" not in str(refused.value)
+
+
+def test_a_header_value_other_than_ascii_is_refused_when_given() -> None:
+    from mcp_expose.upstream.headers import parse_headers
+
+    with pytest.raises(ValueError, match="characters other than ASCII"):
+        parse_headers("X-Tenant: Zürich")
+
+
+def test_an_instance_header_of_any_text_is_judged_without_failing() -> None:
+    from mcp_expose.core.chain import instance_mark
+    from mcp_expose.serving.edge import check_loop
+
+    assert check_loop({"x-mcp-expose-instance": "\xe9\udcff"}) is None
+    refusal = check_loop({"x-mcp-expose-instance": instance_mark()})
+    assert refusal is not None and refusal.status == 508

@@ -124,10 +124,13 @@ class UpstreamServerForm(forms.ModelForm):
         return cleaned
 
     def _moves_token_origin(self) -> bool:
+        """Whether the token endpoint moves to another origin (from none to one included): the stored secret was
+        given for the old one, whatever the authentication is set to now."""
         if not self.instance.pk or "oauth_token_url" not in self.cleaned_data:
             return False
         before = UpstreamServer.objects.get(pk=self.instance.pk).oauth_token_url
-        return bool(before) and origin_of(before) != origin_of(self.cleaned_data["oauth_token_url"])
+        after = self.cleaned_data["oauth_token_url"]
+        return (bool(before) or bool(after)) and origin_of(before) != origin_of(after)
 
     def moves_origin(self) -> bool:
         if not self.instance.pk or "url" not in self.cleaned_data:
@@ -144,6 +147,8 @@ class UpstreamServerForm(forms.ModelForm):
             server.sealed_headers = seal(json.dumps(headers))
         if self.cleaned_data.get("client_secret"):
             server.sealed_client_secret = seal(self.cleaned_data["client_secret"])
+        elif moved or self._moves_token_origin():
+            server.sealed_client_secret = ""  # never sent to an address it was not given for
         if commit:
             server.save()
         if moved:

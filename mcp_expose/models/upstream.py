@@ -154,6 +154,22 @@ class UpstreamTool(models.Model):
         """The capability's key (and its exposure row's): by the server's identity, so a rename keeps it."""
         return upstream_key(self.server_id, self.name)
 
+    @classmethod
+    def from_db(cls, db: Any, field_names: Any, values: Any, **kwargs: Any) -> UpstreamTool:
+        tool = super().from_db(db, field_names, values, **kwargs)
+        tool.served_when_loaded = tool.served_state()
+        return tool
+
+    # What clients were served of this tool when it was read from the database; `signals` compares it with what
+    # they are served after a save, to move the catalog revision only when that changed.
+    served_when_loaded: tuple[str, str] | None = None
+
+    def served_state(self) -> tuple[str, str] | None:
+        """What clients are served of this tool, in short: the approved digest and the name it is called by."""
+        if self.status in (self.Status.APPROVED, self.Status.CHANGED) and self.approved is not None:
+            return self.approved_digest, self.name
+        return None
+
     def as_served(self) -> dict[str, Any] | None:
         """The definition clients may see: the approved one, while the tool is approved (changed or not)."""
         if self.status in (self.Status.APPROVED, self.Status.CHANGED) and self.approved is not None:

@@ -99,8 +99,8 @@ def read_card(url: str, timeout: float = 10.0) -> CardSuggestion:
         body = anyio.run(_fetch, url, timeout)
     except UpstreamRefused as exc:
         raise CardUnreadable(str(exc)) from None
-    except httpx2.HTTPError as exc:
-        raise CardUnreadable(f"{url} cannot be fetched ({type(exc).__name__}).") from None
+    except (httpx2.HTTPError, httpx2.InvalidURL, ValueError) as exc:
+        raise CardUnreadable(f"The card's address cannot be fetched ({type(exc).__name__}).") from None
     try:
         card = json.loads(body)
     except (ValueError, RecursionError):

@@ -92,7 +92,7 @@ def check_body_size(headers: Mapping[str, str]) -> EdgeRefusal | None:
 def check_loop(headers: Mapping[str, str]) -> EdgeRefusal | None:
     """A request carrying our own mark was sent by this deployment to an upstream that is this deployment."""
     mark = headers.get(INSTANCE_HEADER)
-    if mark is not None and hmac.compare_digest(mark, instance_mark()):
+    if mark is not None and hmac.compare_digest(mark.encode("utf-8", "surrogatepass"), instance_mark().encode()):
         return EdgeRefusal(
             508, "loop_detected", "This request came from this server itself: an upstream points back at it."
         )

@@ -51,6 +51,14 @@ class CircuitBreaker:
         with self._lock:
             self._states.pop(server, None)
 
+    def released(self, server: int) -> None:
+        """A call let through ended without telling how the server is (it was cancelled): if it was the probe,
+        the next call probes instead."""
+        with self._lock:
+            state = self._states.get(server)
+            if state is not None:
+                state.probing = False
+
     def failed(self, server: int) -> bool:
         """Count a failure; True when this one opened the breaker."""
         with self._lock:

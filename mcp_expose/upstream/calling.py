@@ -109,8 +109,15 @@ async def call_upstream(call: UpstreamCall, arguments: dict[str, Any], context: 
         if guard.failed(target.pk):
             logger.warning("Upstream %s: circuit opened after repeated failures", target.name)
         raise failed.error from None
+    except ToolError:
+        guard.succeeded(target.pk)  # an error the upstream answered: it is up
+        raise
+    except BaseException:
+        guard.released(target.pk)  # cancelled (or our own fault): says nothing of the upstream
+        raise
     guard.succeeded(target.pk)
-    return read_result(result, target.name, call.output)
+    # Checking the answer runs the approved output schema's patterns: off the event loop.
+    return await anyio.to_thread.run_sync(read_result, result, target.name, call.output, abandon_on_cancel=True)
 
 
 async def _send(
@@ -158,7 +165,10 @@ async def _send_once(
     call: UpstreamCall, arguments: dict[str, Any], headers: dict[str, str], context: InvocationContext
 ) -> types.CallToolResult:
     target = call.target
-    http, shared = pool.client(target, headers)
+    try:
+        http, shared = pool.client(target, headers)
+    except Exception as exc:  # noqa: BLE001  (a header the HTTP client cannot send, say)
+        raise _Failed(_unavailable(target, describe_failure(exc, target))) from None
 
     async def forward_progress(progress: float, total: float | None, message: str | None) -> None:
         await context.report_progress(progress, total, message[:500] if message else None)

@@ -77,7 +77,8 @@ def capability_for(server: UpstreamServer, tool: UpstreamTool, target: UpstreamT
     output = definition.output_schema
     call = UpstreamCall(
         target=target,
-        tool=definition.name,
+        # The upstream's spelling now (a case-only rename is the same tool), served under the approved name.
+        tool=tool.name,
         output=OutputCheck(output) if output is not None else None,
         protocol_version=server.protocol_version,
     )

@@ -63,7 +63,11 @@ class TokenCache:
             cached = self._tokens.get(key)
             if cached is not None and time.monotonic() < cached.renew_at:
                 return cached.token
-            token, lifetime = await fetch_token(credentials, timeout=timeout)
+            with anyio.fail_after(timeout):  # the whole exchange, however slowly it trickles in
+                try:
+                    token, lifetime = await fetch_token(credentials, timeout=timeout)
+                except TimeoutError:
+                    raise TokenUnavailable(f"The token endpoint did not answer within {timeout:g} seconds.") from None
             self._tokens[key] = _Cached(token, time.monotonic() + max(lifetime - EARLY_RENEWAL, 1.0))
             return token
 

@@ -145,7 +145,10 @@ def describe_failure(exc: BaseException, target: UpstreamTarget, status: int | N
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout):
+        # The socket's own words ("Connection refused"): nothing of the request is in them.
         text = f"The upstream cannot be reached ({type(exc).__name__}: {exc})."
+    elif isinstance(exc, httpx2.RemoteProtocolError | httpx2.ReadError):
+        text = f"The upstream closed the connection before its answer was complete ({type(exc).__name__})."
     elif isinstance(exc, httpx2.TimeoutException):
         text = f"The upstream did not answer within {target.call_timeout:g} seconds."
     elif status == 508:
@@ -157,7 +160,8 @@ def describe_failure(exc: BaseException, target: UpstreamTarget, status: int | N
     elif isinstance(exc, SecretUnavailable | UpstreamRefused | TokenUnavailable):
         text = str(exc)
     else:
-        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        # Only the type: an HTTP library's message may quote what was sent (a header's value, a secret).
+        text = f"The upstream could not be used ({type(exc).__name__})."
     text = " ".join(text.split())
     return text if len(text) <= MAX_ERROR_LENGTH else text[: MAX_ERROR_LENGTH - 1] + "…"
 

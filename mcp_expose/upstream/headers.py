@@ -74,6 +74,8 @@ def header_problem(name: str, value: str) -> str | None:
         return f"the value of {name} is over {MAX_VALUE_LENGTH} characters."
     if any(ord(character) < 32 or ord(character) == 127 for character in value):
         return f"the value of {name} holds control characters."
+    if not value.isascii():
+        return f"the value of {name} holds characters other than ASCII, which a header cannot carry as written."
     if value.startswith("env:") and not ENV_REFERENCE.fullmatch(value):
         return f"the value of {name} names an environment variable; only env:MCP_UPSTREAM_<NAME> ones are read."
     return None
@@ -96,6 +98,12 @@ def secret_value(value: str, what: str) -> str:
     found = os.environ.get(reference.group(1))
     if found is None:
         raise SecretUnavailable(f"{what} is read from {reference.group(1)}, which is not set.")
+    found = found.strip()  # a secret mounted from a file often ends in a newline
+    if not found or not found.isascii() or any(ord(character) < 32 or ord(character) == 127 for character in found):
+        # Never sent, and never quoted: an HTTP library's error would otherwise show it.
+        raise SecretUnavailable(
+            f"{what} is read from {reference.group(1)}, which holds characters a header cannot carry (or nothing)."
+        )
     return found
 
 

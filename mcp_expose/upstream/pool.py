@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import weakref
 from dataclasses import dataclass
 
 import httpx2
@@ -61,20 +62,30 @@ def fingerprint(target: UpstreamTarget) -> str:
 
 
 class UpstreamPool:
+    """Pools by event loop, weakly: a loop that ends (`async_to_sync` makes one per call where no loop runs, as
+    under WSGI) takes its pools with it instead of leaving them behind."""
+
     def __init__(self) -> None:
-        self._pools: dict[tuple[int, int], _Pooled] = {}
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, _Pooled]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def of_this_loop(self) -> dict[int, _Pooled]:
+        return self._pools.setdefault(asyncio.get_running_loop(), {})
 
     def client(self, target: UpstreamTarget, extra_headers: dict[str, str]) -> tuple[httpx2.AsyncClient, _Shared]:
         """An HTTP client for one call to `target` over its pooled connections, with this call's own headers
         (the depth and conversation) beside the target's, and the transport that saw its answers."""
-        key = (id(asyncio.get_running_loop()), target.pk)
+        pools = self.of_this_loop()
         stamp = fingerprint(target)
-        pooled = self._pools.get(key)
+        pooled = pools.get(target.pk)
         if pooled is None or pooled.fingerprint != stamp:
             if pooled is not None:
-                asyncio.get_running_loop().create_task(_close(pooled.transport, target.name))
+                # The row changed: the old connections close once the calls already under way are done with them
+                # (their responses hold their own connections; the pool only stops handing them out).
+                _closing.add(asyncio.get_running_loop().create_task(_close(pooled.transport, target.name)))
             pooled = _Pooled(stamp, BoundedTransport(target.name, max_bytes=get_settings().UPSTREAM_MAX_RESULT_BYTES))
-            self._pools[key] = pooled
+            pools[target.pk] = pooled
         timeout = httpx2.Timeout(target.call_timeout, connect=target.connect_timeout)
         shared = _Shared(pooled.transport)
         client = httpx2.AsyncClient(
@@ -84,21 +95,26 @@ class UpstreamPool:
 
     async def aclose(self) -> int:
         """Close every pool of the running loop; how many closed. Survives each failure (logged, not raised)."""
-        loop = id(asyncio.get_running_loop())
-        mine = [key for key in self._pools if key[0] == loop]
+        pools = self._pools.pop(asyncio.get_running_loop(), {})
         closed = 0
-        for key in mine:
-            pooled = self._pools.pop(key)
-            closed += await _close(pooled.transport, str(key[1]))
+        for server, pooled in pools.items():
+            closed += await _close(pooled.transport, str(server))
         return closed
 
 
+# Closing tasks, kept until done (the event loop holds only weak references to its tasks).
+_closing: set[asyncio.Task[int]] = set()
+
+
 async def _close(transport: BoundedTransport, server: str) -> int:
+    task = asyncio.current_task()
     try:
         await transport.aclose()
     except Exception as exc:  # noqa: BLE001  (shutdown goes on with the other pools)
         logger.warning("Closing the connections to upstream %s failed: %s", server, type(exc).__name__)
         return 0
+    finally:
+        _closing.discard(task)
     return 1
 
 

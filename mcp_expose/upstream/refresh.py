@@ -34,6 +34,9 @@ logger = logging.getLogger("mcp_expose.upstream")
 LISTEN_RETRY = (5.0, 300.0)
 # How often the set of listeners is brought in line with the enabled servers, in seconds.
 RECONCILE_SECONDS = 30.0
+# An upstream's announcements cause at most one discovery this often, per process: one that announces without end
+# costs a discovery every so often, not one per announcement.
+ANNOUNCED_DISCOVERY_SECONDS = 10.0
 # Largest listen stream read before it is opened again (events are small; the bound is the transport's).
 LISTEN_STREAM_BYTES = 4 * 1024 * 1024
 
@@ -115,11 +118,21 @@ def _stamp(server: UpstreamServer) -> str:
 async def _listen_to(server: UpstreamServer, scope: anyio.CancelScope) -> None:
     """Listen to `server` until cancelled; each announced change is a discovery. Reconnects with backoff."""
     delay = LISTEN_RETRY[0]
+    last = -ANNOUNCED_DISCOVERY_SECONDS
+
+    async def announced() -> None:
+        nonlocal last
+        wait = last + ANNOUNCED_DISCOVERY_SECONDS - anyio.current_time()
+        if wait > 0:
+            await anyio.sleep(wait)  # announcements meanwhile are folded into this one by the stream
+        last = anyio.current_time()
+        await refresh(server, "list_changed")
+
     with scope:
         while True:
             try:
                 target = UpstreamTarget.from_row(server)
-                heard = await listen_once(target, lambda: refresh(server, "list_changed"))
+                heard = await listen_once(target, announced)
             except Exception as exc:  # noqa: BLE001  (whatever the upstream does, listening goes on later)
                 logger.info("Upstream %s: not listening (%s)", server.name, describe_failure(exc, _placeholder(server)))
                 heard = False

@@ -41,8 +41,13 @@ def rediscover(server: UpstreamServer) -> tuple[Discovery, dict[str, int]]:
 def record_discovery(server: UpstreamServer, discovery: Discovery) -> dict[str, int]:
     """Store `discovery` for `server`; how many tools are now new, changed, withdrawn and unchanged."""
     now = timezone.now()
-    # One discovery of a server at a time: a second one waits here, then reads what the first stored.
-    UpstreamServer.objects.select_for_update().filter(pk=server.pk).first()
+    counts = {"new": 0, "changed": 0, "withdrawn": 0, "unchanged": 0}
+    # One discovery of a server at a time: a second one waits here, then reads what the first stored. The row as
+    # it is now, not as the caller read it (a listener's copy may be hours old, or the row gone).
+    locked = UpstreamServer.objects.select_for_update().filter(pk=server.pk).first()
+    if locked is None:
+        return counts
+    server = locked
     server.discovered_at = now
     server.discovery_error = discovery.error or ""
     server.diagnostics = [diagnostic.as_dict() for diagnostic in discovery.diagnostics]
@@ -53,7 +58,6 @@ def record_discovery(server: UpstreamServer, discovery: Discovery) -> dict[str, 
             server.protocol_version = discovery.protocol_version
             fields.append("protocol_version")
     server.save(update_fields=fields)
-    counts = {"new": 0, "changed": 0, "withdrawn": 0, "unchanged": 0}
     if not discovery.reached:
         return counts
     stored = {tool.name.casefold(): tool for tool in UpstreamTool.objects.select_for_update().filter(server=server)}

@@ -44,7 +44,9 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
-            host, _port, addresses = await anyio.to_thread.run_sync(connectable_address, str(request.url))
+            host, _port, addresses = await anyio.to_thread.run_sync(
+                connectable_address, str(request.url), abandon_on_cancel=True
+            )
         except AddressRefused as exc:
             raise UpstreamRefused(str(exc), request=request) from None
         request.headers["accept-encoding"] = "identity"

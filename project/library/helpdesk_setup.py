@@ -26,20 +26,24 @@ STARTUP_SECONDS = 15.0
 
 def start_helpdesk(host: str, port: int, data_dir: Path, out: Any) -> subprocess.Popen[bytes] | None:
     """The helpdesk process, serving and registered; None (and a line saying why) when it could not start."""
-    log = open(data_dir / "helpdesk.log", "wb")  # noqa: SIM115  (the process writes to it until it ends)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "project.helpdesk:app", "--host", host, "--port", str(port)],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    with open(data_dir / "helpdesk.log", "wb") as log:  # the process keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "project.helpdesk:app", "--host", host, "--port", str(port)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://{host}:{port}"
-    if not _answers(url, process):
-        process.terminate()
-        process.wait(timeout=10)
+    try:
+        ready = _answers(url, process)
+        approved = register_helpdesk(f"{url}/mcp") if ready else ""
+    except BaseException:
+        _stop(process)
+        raise
+    if not ready:
+        _stop(process)
         out.write(f"  Upstream:      the helpdesk could not start on port {port} (see {data_dir / 'helpdesk.log'})")
         return None
-    approved = register_helpdesk(f"{url}/mcp")
     out.write(f"  Upstream:      helpdesk at {url}/mcp, serving helpdesk.{APPROVED_TOOL}{approved}")
     return process
 
@@ -69,13 +73,24 @@ def register_helpdesk(url: str) -> str:
     return f"; {pending} more waiting for approval in the admin" if pending else ""
 
 
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def _answers(url: str, process: subprocess.Popen[bytes]) -> bool:
+    """Whether our helpdesk serves `url` (not another program that holds the port while ours could not bind)."""
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
             return False
         try:
-            if httpx2.get(url + "/", timeout=1.0).status_code == 200:
+            answer = httpx2.get(url + "/", timeout=1.0)
+            if answer.status_code == 200 and answer.text == "helpdesk upstream":
                 return True
         except httpx2.HTTPError:
             pass

@@ -99,6 +99,9 @@ async def _call(scope: Any, receive: Any, send: Any, request: dict[str, Any]) ->
         await _send(
             send, 200, _result(request_id, {"content": [{"type": "text", "text": "{}"}], "structuredContent": {"n": 7}})
         )
+    else:
+        error = {"code": -32602, "message": f"Unknown tool: {name}"}
+        await _send(send, 200, json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode())
 
 
 def _page(case: str, cursor: str | None) -> str:
