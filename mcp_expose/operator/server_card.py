@@ -97,6 +97,8 @@ def read_card(url: str, timeout: float = 10.0) -> CardSuggestion:
     the SSRF guard checks the address and the request goes to the address it checked (no second resolution)."""
     try:
         body = anyio.run(_fetch, url, timeout)
+    except CardUnreadable:
+        raise
     except UpstreamRefused as exc:
         raise CardUnreadable(str(exc)) from None
     except (httpx2.HTTPError, httpx2.InvalidURL, ValueError) as exc:
