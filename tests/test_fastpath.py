@@ -219,10 +219,29 @@ def answer(
     response = client.post(server.mcp_url, content=body, headers=sent)
     kind = response.headers.get("content-type", "").split(";")[0]
     if kind == "application/json" and response.content:
-        message = response.json()
-        error = message.get("error") if isinstance(message, dict) else None
-        return response.status_code, kind, message.get("id"), _masked(error), _masked(message.get("result"))
-    return response.status_code, kind, response.text if kind != "text/event-stream" else None
+        return (response.status_code, kind, *_parts(response.json()))
+    if kind == "text/event-stream":  # every message on the stream, in order (comments, such as pings, aside)
+        return response.status_code, kind, [_parts(json.loads(data)) for data in events(response.text)]
+    return response.status_code, kind, response.text
+
+
+def _parts(message: Any) -> tuple[Any, ...]:
+    """A JSON-RPC message's id, error and result, or a notification's method and params, masked."""
+    if not isinstance(message, dict):
+        return (message,)
+    if "method" in message:
+        return message["method"], _masked(message.get("params"))
+    return message.get("id"), _masked(message.get("error")), _masked(message.get("result"))
+
+
+def events(stream: str) -> list[str]:
+    """The data of each event of an event stream."""
+    found = []
+    for event in stream.replace("\r\n", "\n").split("\n\n"):
+        data = [line.removeprefix("data:").removeprefix(" ") for line in event.split("\n") if line.startswith("data:")]
+        if data:
+            found.append("\n".join(data))
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -262,13 +281,19 @@ def assert_same_answers(fast: LiveServer, through_sdk: LiveServer, key: str, met
             expected = answer(client, through_sdk, key, headers, body, duplicate)
             got = answer(client, fast, key, headers, body, duplicate)
             assert got == expected, f"request {index}: {headers} {body!r}"
-            served_plainly += (
-                len(expected) == 5 and expected[0] == 200 and expected[3] is None and expected[4] is not None
-            )
+            served_plainly += answered_plainly(expected)
     # The corpus exercises both sides: plenty of requests answered, plenty of refusals.
     assert size * 0.2 < served_plainly < size * 0.8
     if method == "tools/call":  # and a good share of the calls were answered by the fast path itself
         assert fast_answers(fast) - answered_fast > size * 0.1
+
+
+def answered_plainly(answer: tuple[Any, ...]) -> bool:
+    """A 200 carrying a result (in JSON, or as the last message of a stream), not an error."""
+    if answer[0] != 200:
+        return False
+    parts = answer[2][-1] if answer[1] == "text/event-stream" and answer[2] else answer[2:]
+    return len(parts) == 3 and parts[1] is None and parts[2] is not None
 
 
 def fast_answers(server: LiveServer) -> int:

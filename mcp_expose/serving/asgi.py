@@ -13,9 +13,9 @@ import contextlib
 import functools
 import gc
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from functools import partial
-from typing import cast
+from typing import Any, cast
 from urllib.parse import parse_qsl
 
 import anyio
@@ -46,13 +46,13 @@ from mcp_expose.catalog.compiled import provider as default_provider
 from mcp_expose.catalog.revision import REVISION_KEY, keep_auditing, local_stamp_cache, read_stamps
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.principal import PRINCIPAL_SCOPE_KEY, Principal
-from mcp_expose.serving import fastpath, fastpath_requests
+from mcp_expose.serving import fastpath, fastpath_legacy, fastpath_requests
 from mcp_expose.serving.edge import check_host, check_request
 from mcp_expose.serving.edge_failures import answering_failures
 from mcp_expose.serving.events import ChangeRelay
 from mcp_expose.serving.health import health_paths, serve_health
 from mcp_expose.serving.request_context import CATALOG_SCOPE_KEY, SDK_CALLER
-from mcp_expose.serving.server import build_server, count_listing, listing_tally
+from mcp_expose.serving.server import build_server, listing_tally
 from mcp_expose.serving.sessions import RecentEvents, SessionManager, SessionMemory
 from mcp_expose.serving.upstream_tasks import close_upstream_connections, watch_upstreams
 
@@ -222,21 +222,19 @@ class McpExposeASGI:
         # The SDK's view of the caller (it binds request state to it), made only for what the SDK answers.
         caller = functools.cache(lambda: AuthenticatedUser(_access_token_for(result, resource)))
         conf = get_settings()
-        if conf.FAST_PATH and fastpath_requests.is_candidate(scope["method"], headers) and fastpath_requests.usable():
+        reader = _plain_reader(scope["method"], headers, conf) if conf.FAST_PATH else None
+        if reader is not None and fastpath_requests.usable():
             body = await _read_body(receive, conf.MAX_REQUEST_BODY_SIZE)
             if body is None:
                 await _json_error(413, "request_too_large", "The request body is too large.")(scope, receive, send)
                 return
             receive = _replay(body, receive)
-            plain = await fastpath_requests.plain_request(scope, headers, body, conf.JSON_RESPONSE)
-            through_sdk = partial(self._through_sdk, scope, receive, caller)
-            if plain is not None and plain.method == "tools/list":
-                if await fastpath.serve_listing(plain.id_json, result, catalog, send, through_sdk):
-                    await count_listing()  # the SDK's handler did not run, so it did not count this one
-                return
+            plain = await reader(scope, headers, body, conf.JSON_RESPONSE)
             if plain is not None:
-                exchange = fastpath.Exchange(scope, receive, send, through_sdk, caller)
-                await fastpath.serve_call(plain, result, catalog, self.manager.app, exchange, conf.JSON_RESPONSE)
+                exchange = fastpath.Exchange(
+                    scope, receive, send, partial(self._through_sdk, scope, receive, caller), caller
+                )
+                await fastpath.serve(plain, result, catalog, self.manager.app, exchange, conf.JSON_RESPONSE)
                 return
         await self._through_sdk(scope, receive, caller, send)
 
@@ -297,6 +295,18 @@ class McpExposeASGI:
         if isinstance(result, AuthFailure):
             return result, None
         return result, self.provider.get_sync(stamps[REVISION_KEY])
+
+
+PlainReader = Callable[[Scope, Mapping[str, str], bytes, bool], Awaitable["fastpath_requests.PlainRequest | None"]]
+
+
+def _plain_reader(method: str, headers: Mapping[str, str], conf: Any) -> PlainReader | None:
+    """Which era's plain check may apply to this request, from its method and headers alone (None: the SDK's)."""
+    if fastpath_requests.is_candidate(method, headers):
+        return fastpath_requests.plain_request
+    if fastpath_legacy.is_legacy_candidate(method, headers, sessions=conf.LEGACY_SESSIONS):
+        return fastpath_legacy.plain_legacy_request
+    return None
 
 
 async def _write_queued_usage() -> None:

@@ -1,4 +1,5 @@
-"""The one place mcp_expose answers protocol requests itself: plain 2026-07-28 `tools/list` and `tools/call`.
+"""The one place mcp_expose answers protocol requests itself: plain `tools/list` and `tools/call`, on 2026-07-28
+and on stateless 2025-11-25 (with the rest of a stateless legacy exchange, `fastpath_legacy`).
 
 A listing depends only on the catalog revision and on what the caller may see, so the answer is
 encoded once per (revision, visibility) and served as bytes afterwards, with the request's id
@@ -29,6 +30,7 @@ import logging
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
 import mcp_types as types
@@ -49,9 +51,17 @@ from mcp_expose.calls.dispatch import CallRequest, ToolOutcome
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.core.asking import ClientInput, MissingClientCapability
 from mcp_expose.core.content import ContentBundle
+from mcp_expose.core.context import LogSender, no_log
 from mcp_expose.core.db import tidies_connections
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.json_schemas import thaw
+from mcp_expose.serving.fastpath_legacy import (
+    INITIALIZED,
+    answer_as_event_stream,
+    constant_key,
+    send_accepted,
+    send_event,
+)
 from mcp_expose.serving.fastpath_replies import (
     answer_in_sse_mode,
     encode,
@@ -64,7 +74,7 @@ from mcp_expose.serving.fastpath_requests import (
     PlainRequest,
 )
 from mcp_expose.serving.request_context import tool_headers
-from mcp_expose.serving.server import call_outcome
+from mcp_expose.serving.server import call_outcome, count_listing
 from mcp_expose.serving.wire import internal_error, json_outcome, question_error, render_outcome
 
 logger = logging.getLogger("mcp_expose.fastpath")
@@ -98,27 +108,61 @@ def visibility(principal: Principal, catalog: Catalog) -> tuple[Any, ...]:
     )
 
 
+async def serve(
+    plain: PlainRequest,
+    principal: Principal,
+    catalog: Catalog,
+    server: Server[Any],
+    exchange: Exchange,
+    json_response: bool,
+) -> None:
+    """Answer a plain request, or hand it to the SDK where something about it needs the SDK after all."""
+    if plain.method == "tools/list":
+        if await serve_listing(plain, principal, catalog, exchange, json_response):
+            await count_listing()  # the SDK's handler did not run, so it did not count this one
+    elif plain.method == "tools/call":
+        await serve_call(plain, principal, catalog, server, exchange, json_response)
+    elif plain.method == INITIALIZED:
+        await send_accepted(exchange.send)
+    else:
+        await serve_remembered(plain, constant_key(plain), catalog, exchange, json_response)
+
+
 async def serve_listing(
-    request_id: bytes, principal: Principal, catalog: Catalog, send: Send, fallback: Fallback
+    plain: PlainRequest, principal: Principal, catalog: Catalog, exchange: Exchange, json_response: bool
 ) -> bool:
     """Send the encoded listing and say True; or let the SDK answer (and count it, as it counts every
     listing it serves), keep its answer for next time, and say False."""
-    key = visibility(principal, catalog)
+    key = (*visibility(principal, catalog), plain.version)
     varying = catalog.remember(
         "varying-tools", lambda: tuple(entry for entry in catalog.tools if entry.varies_by_caller)
     )
     if varying:
         # Tools whose schema depends on who calls: which schema each is, for this caller, is part of the key.
         key = (*key, await _variants(varying, principal))
+    return await serve_remembered(plain, key, catalog, exchange, json_response)
+
+
+async def serve_remembered(
+    plain: PlainRequest, key: tuple[Any, ...], catalog: Catalog, exchange: Exchange, json_response: bool
+) -> bool:
+    """Send the result kept under `key` and say True; or let the SDK answer, keep its result, and say False."""
     encoded = catalog.memo.get(key)
     if encoded is None:
-        listings = sum(
-            1 for existing in catalog.memo if isinstance(existing, tuple) and existing[:1] == ("tools/list",)
-        )
-        await fallback(_capturing(send, catalog, key) if listings < MAX_VARIANTS else send)
+        kept = sum(1 for existing in catalog.memo if isinstance(existing, tuple) and existing[:1] == key[:1])
+        await exchange.fallback(_capturing(exchange.send, catalog, key) if kept < MAX_VARIANTS else exchange.send)
         return False
-    await send_json((200, reply(request_id, b"result", encoded)), send)
+    await send_reply(plain, (200, reply(plain.id_json, b"result", encoded)), exchange.send, json_response)
     return True
+
+
+async def send_reply(plain: PlainRequest, answer: tuple[int, bytes], send: Send, json_response: bool) -> None:
+    """A whole answer: JSON, or in SSE mode on 2025-11-25 the one-message event stream its SDK path writes
+    (on 2026-07-28 the SDK answers a quick request in JSON in either mode)."""
+    if plain.modern or json_response:
+        await send_json(answer, send)
+    else:
+        await send_event(answer[1], send)
 
 
 @sync_to_async(thread_sensitive=False)
@@ -128,26 +172,41 @@ def _variants(entries: tuple[ToolEntry, ...], principal: Principal) -> tuple[str
 
 
 def _capturing(send: Send, catalog: Catalog, key: tuple[Any, ...]) -> Send:
-    """Pass the SDK's response through, and keep its `result` when it is a plain JSON success."""
+    """Pass the SDK's response through, and keep its `result` when it is a plain success: a JSON body, or an
+    event stream of that one message (bounded: a stream longer than a listing can be is not kept)."""
     status = 0
-    json_body = False
+    kind = b""
     chunks: list[bytes] = []
+    size = 0
 
     async def capture(message: Message) -> None:
-        nonlocal status, json_body
+        nonlocal status, kind, size
         if message["type"] == "http.response.start":
             status = message["status"]
-            json_body = any(
-                name.lower() == b"content-type" and value == b"application/json"
-                for name, value in message.get("headers", [])
-            )
-        elif message["type"] == "http.response.body" and status == 200 and json_body:
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                _keep(catalog, key, b"".join(chunks))
+            kind = next((value for name, value in message.get("headers", []) if name.lower() == b"content-type"), b"")
+        elif message["type"] == "http.response.body" and status == 200 and kind in CAPTURED_KINDS:
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size <= MAX_CAPTURED_BYTES:
+                chunks.append(chunk)
+            if not message.get("more_body", False) and size <= MAX_CAPTURED_BYTES:
+                body = b"".join(chunks)
+                _keep(catalog, key, body if kind == b"application/json" else _only_event(body))
         await send(message)
 
     return capture
+
+
+CAPTURED_KINDS = (b"application/json", b"text/event-stream")
+MAX_CAPTURED_BYTES = 16 * 1024 * 1024
+
+
+def _only_event(stream: bytes) -> bytes:
+    """The data of a stream's one event, as the SDK writes it; empty when the stream is anything else."""
+    events = [event for event in stream.split(b"\r\n\r\n") if event]
+    if len(events) != 1 or not events[0].startswith(b"event: message\r\ndata: "):
+        return b""
+    return events[0].removeprefix(b"event: message\r\ndata: ")
 
 
 def _keep(catalog: Catalog, key: tuple[Any, ...], body: bytes) -> None:
@@ -193,11 +252,16 @@ async def serve_call(
         return False
     if logger.isEnabledFor(logging.DEBUG):  # before the answer leaves, so whoever reads it can see this line
         logger.debug("Answering tools/call %s on the fast path", name)
-    call = _answer(plain, principal, catalog, server, exchange)
     if json_response:
-        await send_json(await call, exchange.send)
-    else:
-        await answer_in_sse_mode(call, exchange.receive, exchange.send)
+        await send_json(await _answer(plain, principal, catalog, server, exchange, no_log), exchange.send)
+    elif plain.modern:
+        await answer_in_sse_mode(
+            _answer(plain, principal, catalog, server, exchange, no_log), exchange.receive, exchange.send
+        )
+    else:  # a 2025-11-25 call's log messages ride its stream, at every level (a stateless session sets none)
+        await answer_as_event_stream(
+            partial(_answer, plain, principal, catalog, server, exchange), exchange.receive, exchange.send
+        )
     return True
 
 
@@ -212,7 +276,12 @@ def _header_bound(catalog: Catalog) -> frozenset[str]:
 
 
 async def _answer(
-    plain: PlainRequest, principal: Principal, catalog: Catalog, server: Server[Any], exchange: Exchange
+    plain: PlainRequest,
+    principal: Principal,
+    catalog: Catalog,
+    server: Server[Any],
+    exchange: Exchange,
+    send_log: LogSender,
 ) -> tuple[int, bytes]:
     """The HTTP status and JSON-RPC response for the call: its result, or the error the SDK path would give."""
     params = plain.params
@@ -221,17 +290,24 @@ async def _answer(
     headers = tool_headers((name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"])
     client = scope.get("client")
     request = CallRequest(
-        protocol_version=MODERN,
+        protocol_version=plain.version,
         headers=headers,
         chain=plain.chain,
-        client=ClientInput.for_round(_declared_capabilities(meta), None, None, rounds=True),
+        # On 2026-07-28 the client declares what it can answer in each request; a stateless 2025-11-25
+        # connection knows no capabilities, and has no way back for a question.
+        client=(
+            ClientInput.for_round(_declared_capabilities(meta), None, None, rounds=True)
+            if plain.modern
+            else ClientInput.for_round(None, None, None, rounds=False)
+        ),
+        send_log=send_log,
         base_url=request_origin(scope.get("scheme", "http"), headers),
         client_address=client[0] if client else None,
     )
     token = auth_context_var.set(exchange.caller())  # as AuthContextMiddleware does: the SDK's get_access_token()
     try:
         outcome = await call_outcome(catalog, principal, params["name"], params.get("arguments"), request)
-        wire = _plain_result(outcome, server)
+        wire = _plain_result(outcome, server, plain.modern)
         result = render_outcome(outcome) if wire is None else None
     except (MissingClientCapability, StaleConfirmation) as exc:
         return error_reply(plain, question_error(exc))
@@ -242,12 +318,12 @@ async def _answer(
     finally:
         auth_context_var.reset(token)
     try:
-        shaped = wire if result is None else _shaped(result, server)
+        shaped = wire if result is None else _shaped(result, server, plain.version)
     except ValidationError:
         logger.exception("handler for 'tools/call' returned an invalid result")
         return error_reply(plain, MCPError(code=types.INTERNAL_ERROR, message="Handler returned an invalid result"))
     assert shaped is not None  # a plain result, or the rendered one
-    if shaped.get("resultType") == "input_required":
+    if plain.modern and shaped.get("resultType") == "input_required":
         token = auth_context_var.set(exchange.caller())  # the caller the sealed state is bound to
         try:
             sealed = await _boundary(server)(
@@ -271,20 +347,23 @@ def _declared_capabilities(meta: Mapping[str, Any]) -> types.ClientCapabilities 
         return None
 
 
-def _plain_result(outcome: ToolOutcome, server: Server[Any]) -> dict[str, Any] | None:
+def _plain_result(outcome: ToolOutcome, server: Server[Any], modern: bool) -> dict[str, Any] | None:
     """A JSON value's or a tool error's result on the wire, as `_shaped(render_outcome(...))` makes it, without
     building the SDK's models and validating them again (the per-request result validation the fast path may
-    skip); None for content blocks and questions, which take that way."""
+    skip); None for content blocks and questions, which take that way. 2025-11-25 results have no result type
+    and no server stamp."""
     if outcome.input_required is not None or isinstance(outcome.value, ContentBundle):
         return None
     content, text, is_error = json_outcome(outcome)
-    return {
+    result: dict[str, Any] = {
         "content": [{"type": "text", "text": text}],
         "structuredContent": content,
         "isError": is_error,
-        "resultType": "complete",
-        "_meta": {SERVER_INFO_META_KEY: _server_info(server)},
     }
+    if modern:
+        result["resultType"] = "complete"
+        result["_meta"] = {SERVER_INFO_META_KEY: _server_info(server)}
+    return result
 
 
 def _server_info(server: Server[Any]) -> dict[str, Any]:
@@ -299,11 +378,14 @@ def _server_info(server: Server[Any]) -> dict[str, Any]:
 _SERVER_INFO: weakref.WeakKeyDictionary[Server[Any], dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
-def _shaped(result: BaseModel, server: Server[Any]) -> dict[str, Any]:
-    """The result on the wire, shaped as the SDK's runner shapes it: its serializer, then the stamp."""
+def _shaped(result: BaseModel, server: Server[Any], version: str) -> dict[str, Any]:
+    """The result on the wire, shaped as the SDK's runner shapes it: its serializer, then (on 2026-07-28) the
+    result type and the stamp."""
     wire = wire_methods.serialize_server_result(
-        "tools/call", MODERN, result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        "tools/call", version, result.model_dump(by_alias=True, mode="json", exclude_none=True)
     )
+    if version != MODERN:
+        return wire
     if wire.get("resultType") is None:
         wire["resultType"] = "complete"
     meta = wire.get("_meta")

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import (
@@ -21,15 +21,18 @@ from mcp_expose.serving.fastpath_requests import (
     sdk_pieces,
 )
 
+T = TypeVar("T")
+
 # Seconds a call runs before a task starts watching for its client to go away (sooner ones are never watched).
 WATCH_AFTER = 0.05
 
 
 def error_reply(plain: PlainRequest, exc: MCPError | ValidationError) -> tuple[int, bytes]:
-    """As the SDK writes an error reply: with the HTTP status its table maps the code to."""
-    error = sdk_pieces().modern_error_data(exc)
+    """As the SDK writes an error reply: on 2026-07-28 with the HTTP status its table maps the code to."""
+    error = sdk_pieces().modern_error_data(exc)  # for these two exceptions, what every era's dispatcher writes
     encoded = encode(error.model_dump(mode="json", by_alias=True, exclude_none=True))
-    return ERROR_CODE_HTTP_STATUS.get(error.code, 200), reply(plain.id_json, b"error", encoded)
+    status = ERROR_CODE_HTTP_STATUS.get(error.code, 200) if plain.modern else 200  # 2025-11-25 maps no status
+    return status, reply(plain.id_json, b"error", encoded)
 
 
 def reply(id_json: bytes, member: bytes, encoded: bytes) -> bytes:
@@ -55,11 +58,32 @@ async def send_json(reply: tuple[int, bytes], send: Send) -> None:
 
 async def answer_in_sse_mode(call: Awaitable[tuple[int, bytes]], receive: Receive, send: Send) -> None:
     """As the SDK answers in SSE mode: JSON when the answer comes within the ping interval; past it, an
-    event stream kept alive with pings until the answer; a client that goes away cancels the call.
+    event stream kept alive with pings until the answer; a client that goes away cancels the call."""
+    keep_alive = KeepAlive(send)
+    timer = asyncio.get_running_loop().call_later(sdk_pieces().sse_ping_interval, keep_alive.start)
+    try:
+        answer = await answered_unless_gone(call, receive)
+    finally:
+        timer.cancel()
+        if keep_alive.started:
+            await keep_alive.stop()
+    if answer is None:
+        return
+    status, body = answer
+    if keep_alive.started:
+        await send(
+            {"type": "http.response.body", "body": b"event: message\r\ndata: " + body + b"\r\n\r\n", "more_body": False}
+        )
+    else:
+        await send_json((status, body), send)
 
-    The call runs in this task. A call still running after WATCH_AFTER gets a small task watching for the
-    client to go away, and past the ping interval a keep-alive: a task group per call (two tasks, cancel
-    scopes), or even one watcher task per call, costs more than the rest of a small call."""
+
+async def answered_unless_gone(call: Awaitable[T], receive: Receive) -> T | None:
+    """The call's answer; or None once its client went away, which cancels the call (as the SDK does).
+
+    The call runs in this task. One still running after WATCH_AFTER gets a small task watching for the client
+    to go away: a task group per call (two tasks, cancel scopes), or even one watcher task per call, costs more
+    than the rest of a small call."""
     loop = asyncio.get_running_loop()
     this_task = asyncio.current_task()
     assert this_task is not None
@@ -77,31 +101,21 @@ async def answer_in_sse_mode(call: Awaitable[tuple[int, bytes]], receive: Receiv
         nonlocal watcher
         watcher = loop.create_task(watch_disconnect())
 
-    keep_alive = KeepAlive(send)
-    ping_interval = sdk_pieces().sse_ping_interval
-    timers = (loop.call_later(WATCH_AFTER, start_watching), loop.call_later(ping_interval, keep_alive.start))
+    timer = loop.call_later(WATCH_AFTER, start_watching)
     try:
-        status, body = await call
+        answer = await call
     except asyncio.CancelledError:
         if gone and this_task.uncancel() == 0:
-            return  # the client went away (and nothing else cancelled us): nothing to answer, like the SDK
+            return None  # the client went away (and nothing else cancelled us): nothing to answer, like the SDK
         raise
     finally:
-        for timer in timers:
-            timer.cancel()
+        timer.cancel()
         if watcher is not None:
             watcher.cancel()
-        if keep_alive.started:
-            await keep_alive.stop()
     if gone:  # the call ignored the cancellation and finished: still nobody to answer
         this_task.uncancel()
-        return
-    if keep_alive.started:
-        await send(
-            {"type": "http.response.body", "body": b"event: message\r\ndata: " + body + b"\r\n\r\n", "more_body": False}
-        )
-    else:
-        await send_json((status, body), send)
+        return None
+    return answer
 
 
 class KeepAlive:

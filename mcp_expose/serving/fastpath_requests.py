@@ -1,8 +1,9 @@
-"""Which requests are plain enough for the fast path, decided with the SDK's own checks.
+"""Which 2026-07-28 requests are plain enough for the fast path, decided with the SDK's own checks.
 
 Content-Type and Accept, the JSON-RPC envelope, duplicated routing headers, the `_meta` envelope against the
 headers, the per-version wire surface and the params model, then our agent-chain check. Whatever any of them
-refuses, or anything asking for more than one plain round, is left to the SDK."""
+refuses, or anything asking for more than one plain round, is left to the SDK. (`fastpath_legacy` decides the
+same for 2025-11-25.)"""
 
 from __future__ import annotations
 
@@ -48,12 +49,18 @@ _CONTENT_TYPE_CHECK = TransportSecurityMiddleware(None)
 
 @dataclass(frozen=True, slots=True)
 class PlainRequest:
-    """A request the fast path may answer: its method, its id as JSON, its params and its agent chain."""
+    """A request the fast path may answer: its method, its id as JSON (empty for a notification), its params,
+    its agent chain, and the protocol version it is answered in (what the SDK's connection would say)."""
 
     method: str
     id_json: bytes
     params: Mapping[str, Any]
     chain: CallChain
+    version: str = MODERN
+
+    @property
+    def modern(self) -> bool:
+        return self.version == MODERN
 
 
 def usable() -> bool:
@@ -76,6 +83,12 @@ def is_candidate(method: str, headers: Mapping[str, str]) -> bool:
     )
 
 
+def accepted(request: Request, json_response: bool) -> bool:
+    """The SDK's Accept rule: JSON always, and in SSE mode the event stream too."""
+    has_json, has_sse = sdk_pieces().check_accept_headers(request)
+    return has_json and (json_response or has_sse)
+
+
 async def plain_request(
     scope: Any, headers: Mapping[str, str], body: bytes, json_response: bool
 ) -> PlainRequest | None:
@@ -85,8 +98,7 @@ async def plain_request(
     request = Request(scope)
     if await _CONTENT_TYPE_CHECK.validate_request(request, is_post=True) is not None:
         return None
-    has_json, has_sse = sdk_pieces().check_accept_headers(request)
-    if not has_json or (not json_response and not has_sse):
+    if not accepted(request, json_response):
         return None
     try:
         decoded = json.loads(body)

@@ -53,6 +53,14 @@ async def count_up(steps: Annotated[int, Field(ge=1, le=20)], context: Invocatio
     return steps
 
 
+@mcp_expose.tool(read_only=True)
+async def chatty(context: InvocationContext) -> str:
+    """Logs twice, then answers: on a 2025-11-25 event stream the log messages come before the answer."""
+    await context.log("info", "starting")
+    await context.log("debug", {"step": 1, "of": 2})
+    return "done"
+
+
 @mcp_expose.tool(read_only=True, max_result_bytes=2000)
 def big(count: int) -> list[str]:
     """Return `count` strings of 100 characters: more than the 2000-byte limit allows."""
