@@ -6,7 +6,9 @@ No Django: rows come straight from the demo's SQLite file with `sqlite3`, on one
 opened at startup, inline in the handler (a primary-key lookup takes microseconds).
 
 Environment:
-- BENCH_BARE_CATALOG: two | many | calls | oauth (which tools are listed; oauth = calls + a token check)
+- BENCH_BARE_CATALOG: two | many | calls | oauth | orm (which tools are listed; oauth = calls + a token check;
+  orm = calls with `bench.read_book` read through Django's ORM, as ours reads it: `bench.settings`, the same
+  query, in a worker thread the way ours hops, `sync_to_async(thread_sensitive=False)`)
 - BENCH_DB: the demo's SQLite file
 - BENCH_RESOURCE, BENCH_TOKEN (oauth only): this endpoint's URL and the one token accepted
 """
@@ -42,7 +44,27 @@ CATALOGS: dict[str, list[str]] = {
     "many": [many_tool_name(index) for index in range(MANY_TOOLS)],
     "calls": [BOOK_TOOL, ECHO_TOOL, READ_TOOL, VIEW_TOOL],
 }
-CATALOGS["oauth"] = CATALOGS["calls"]
+CATALOGS["oauth"] = CATALOGS["orm"] = CATALOGS["calls"]
+
+
+def orm_reader() -> Any:
+    """`bench.read_book` through Django's ORM with our settings (bench.settings), off the event loop."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+    import django
+    from asgiref.sync import sync_to_async
+
+    django.setup()
+    from project.library.models import Book
+
+    def read(book_id: int) -> dict[str, Any]:
+        try:
+            book = Book.objects.get(pk=book_id)
+        except Book.DoesNotExist:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"No book {book_id}") from None
+        values = {column: getattr(book, column) for column in BOOK_COLUMNS}
+        return {key: value.isoformat() if hasattr(value, "isoformat") else value for key, value in values.items()}
+
+    return sync_to_async(read, thread_sensitive=False)
 
 
 class FixedTokenVerifier:
@@ -115,6 +137,7 @@ def build(catalog: str, db_path: str) -> Server[Any]:
     listing = types.ListToolsResult(tools=[types.Tool.model_validate(definition(name)) for name in names])
     served = frozenset(names)
     books = Books(db_path)
+    read_through_orm = orm_reader() if catalog == "orm" else None
 
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
         return listing
@@ -126,6 +149,8 @@ def build(catalog: str, db_path: str) -> Server[Any]:
         if name == ECHO_TOOL:
             token = get_access_token()
             return _result({"message": arguments["message"], "caller": token.subject if token else "anonymous"})
+        if name == READ_TOOL and read_through_orm is not None:
+            return _result(await read_through_orm(int(arguments["book_id"])))
         if name == READ_TOOL:
             return _result(books.row(int(arguments["book_id"])))
         if name == BOOK_TOOL:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import proc, protocol, wrk
@@ -16,24 +16,42 @@ NOISY_PERCENT = 10.0
 
 @dataclass(frozen=True)
 class Target:
-    """A server and how to talk to it for one workload and era."""
+    """A server and how to talk to it for one workload and era: over MCP, or (`over_http`) the workload's view
+    called directly, `GET http_path` for each argument set. A stateful server's session id, once the
+    handshake made one, rides every request."""
 
     server: Server
     workload: Workload
     era: str
     authorization: str | None
+    over_http: bool = False
+    session: dict[str, str] = field(default_factory=dict)
 
     def request_headers(self) -> dict[str, str]:
-        return protocol.headers(self.era, self.workload.method, self.workload.tool, self.authorization)
+        if self.over_http:
+            return {
+                "Accept": "application/json",
+                **({"Authorization": self.authorization} if self.authorization else {}),
+            }
+        headers = protocol.headers(self.era, self.workload.method, self.workload.tool, self.authorization)
+        return {**headers, **self.session}
 
     def bodies(self) -> list[str]:
         return [protocol.body(self.era, self.workload.method, params) for params in self.workload.params()]
 
+    def http_paths(self) -> tuple[str, ...]:
+        return tuple(self.workload.http_path.format(**arguments) for arguments in self.workload.arguments)
+
 
 def check_answers(target: Target) -> list[dict[str, Any]]:
     """Send every distinct request once and insist on correct answers; returns the results, in order."""
+    if target.over_http:
+        return _check_http_answers(target)
     if target.era == protocol.LEGACY:
-        protocol.legacy_handshake(target.server.url, target.authorization)
+        session = protocol.legacy_handshake(target.server.url, target.authorization)
+        target.session.clear()
+        if session:
+            target.session["Mcp-Session-Id"] = session
     results = []
     arguments = target.workload.arguments or [{}]
     for data, args in zip(target.bodies(), arguments, strict=False):
@@ -50,7 +68,28 @@ def check_answers(target: Target) -> list[dict[str, Any]]:
     return results
 
 
+def _check_http_answers(target: Target) -> list[dict[str, Any]]:
+    """The view over plain HTTP: each GET must answer 200 with the object asked for, as a tool result would hold it."""
+    results = []
+    base = target.server.url.removesuffix("/mcp")
+    for path, arguments in zip(target.http_paths(), target.workload.arguments, strict=True):
+        reply = protocol.get(base + path, target.request_headers())
+        message = reply.message()
+        result = {"structuredContent": message} if isinstance(message, dict) else None
+        problem = f"HTTP {reply.status} {reply.body[:400]!r}" if reply.status != 200 or result is None else None
+        problem = problem or target.workload.check(result or {}, arguments)
+        if problem:
+            raise RuntimeError(f"{target.server.label} GET {path}: {problem}\n{target.server.log_tail()}")
+        results.append(result or {})
+    return results
+
+
 def load_for(target: Target) -> wrk.Load:
+    if target.over_http:
+        base = target.server.url.removesuffix("/mcp")
+        return wrk.Load(
+            base + "/", target.request_headers(), [], target.workload.ok_marker, method="GET", paths=target.http_paths()
+        )
     return wrk.Load(target.server.url, target.request_headers(), target.bodies(), target.workload.ok_marker)
 
 

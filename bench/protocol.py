@@ -28,6 +28,7 @@ class Reply:
     status: int
     content_type: str
     body: bytes
+    session_id: str | None = None
 
     def message(self) -> Any:
         """The JSON-RPC message in a JSON or an SSE body (the last `data:` event), or None."""
@@ -69,13 +70,26 @@ def post(url: str, data: str, request_headers: dict[str, str], timeout: float = 
     try:
         connection.request("POST", parts.path, body=data.encode(), headers=request_headers)
         response = connection.getresponse()
+        session = response.getheader("mcp-session-id")
+        return Reply(response.status, response.getheader("content-type", ""), response.read(), session)
+    finally:
+        connection.close()
+
+
+def get(url: str, request_headers: dict[str, str], timeout: float = 10.0) -> Reply:
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
+    try:
+        connection.request("GET", parts.path, headers=request_headers)
+        response = connection.getresponse()
         return Reply(response.status, response.getheader("content-type", ""), response.read())
     finally:
         connection.close()
 
 
-def legacy_handshake(url: str, authorization: str | None) -> None:
-    """What a 2025-11-25 client does first; raises if either step is refused."""
+def legacy_handshake(url: str, authorization: str | None) -> str | None:
+    """What a 2025-11-25 client does first; raises if either step is refused. Returns the session id a
+    stateful server gave (None from a stateless one)."""
     hello = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": CLIENT_INFO}
     first = {"Content-Type": "application/json", "Accept": ACCEPT}
     if authorization:
@@ -85,6 +99,8 @@ def legacy_handshake(url: str, authorization: str | None) -> None:
     if not isinstance(result, dict) or result.get("protocolVersion") != LEGACY:
         raise RuntimeError(f"initialize: HTTP {reply.status} {reply.body[:300]!r}")
     notification = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    reply = post(url, notification, headers(LEGACY, "notifications/initialized", None, authorization))
-    if reply.status not in (200, 202, 204):
-        raise RuntimeError(f"notifications/initialized: HTTP {reply.status} {reply.body[:300]!r}")
+    session = {"Mcp-Session-Id": reply.session_id} if reply.session_id else {}
+    answered = post(url, notification, {**headers(LEGACY, "notifications/initialized", None, authorization), **session})
+    if answered.status not in (200, 202, 204):
+        raise RuntimeError(f"notifications/initialized: HTTP {answered.status} {answered.body[:300]!r}")
+    return reply.session_id

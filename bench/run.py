@@ -45,11 +45,29 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--era", action="append", choices=ERAS, help="only this protocol era (repeatable)")
     parser.add_argument("--concurrency", type=int, action="append", help="connections (repeatable; default 1 and 16)")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also measure every peer library (bench/peers/), each from its own virtualenv, against ours",
+    )
+    parser.add_argument("--peer", action="append", metavar="NAME", help="measure only this peer (repeatable)")
+    parser.add_argument(
+        "--leak",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the leak check (200,000 calls per era); default: on unless --only is given",
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("results.json"), help="JSON results file")
     parser.add_argument(
         "--data-dir", type=Path, help="keep the demo database and server logs here (default: a temp dir)"
     )
     args = parser.parse_args(argv)
+    if args.peer:
+        from bench.peers import PEERS
+
+        unknown = sorted(set(args.peer) - set(PEERS))
+        if unknown:
+            parser.error(f"unknown peer {', '.join(unknown)}; the peers are {', '.join(PEERS)}")
     if args.duration < 1 or args.rounds < 1 or args.warmup < 0:
         parser.error("--duration and --rounds must be at least 1, --warmup at least 0")
     return args
@@ -127,11 +145,40 @@ def main(argv: list[str]) -> int:
         for name in names:
             log(f"{name}: {WORKLOADS[name].title}")
             results.append(run_workload(WORKLOADS[name], plan, data_dir, api_key, log))
+        peers = None
+        if args.peers or args.peer:
+            from bench import peer_run
+            from bench.peers import PEERS
+
+            log("peers: " + ", ".join(args.peer or PEERS))
+            peers = peer_run.run_peers(args.peer or list(PEERS), plan, data_dir, api_key, log)
+        leaks = None
+        if args.leak or (args.leak is None and not args.only):
+            from bench import leak
+
+            log("leak check")
+            leaks = leak.leak_check(plan.eras, data_dir, api_key, log)
 
     table, idle = report.rows(results), report.idle_rows(results)
-    document = {"environment": measured_on, "plan": asdict(plan), "rows": table, "idle_rss": idle, "workloads": results}
-    args.out.write_text(json.dumps(document, indent=1, default=str) + "\n")
+    document: dict[str, Any] = {
+        "environment": measured_on,
+        "plan": asdict(plan),
+        "rows": table,
+        "idle_rss": idle,
+        "workloads": results,
+    }
     print(report.markdown(table, idle))
+    if peers is not None:
+        from bench import peer_run
+
+        document["peers"] = {**peers, "rows": peer_run.rows(peers)}
+        print(peer_run.markdown(document["peers"]["rows"], peers["idle_rss_mb"]))
+    if leaks is not None:
+        from bench import leak
+
+        document["leak"] = leaks
+        print(leak.markdown(leaks))
+    args.out.write_text(json.dumps(document, indent=1, default=str) + "\n")
     log(f"Wrote {args.out}")
     return 0
 

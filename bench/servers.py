@@ -29,9 +29,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def uvicorn_options() -> list[str]:
+def uvicorn_options(lifespan: str = "on") -> list[str]:
     """uvloop and httptools if this interpreter has them (the fastest uvicorn stack), else uvicorn's defaults."""
-    options = ["--workers", "1", "--no-access-log", "--log-level", "warning", "--lifespan", "on"]
+    options = ["--workers", "1", "--no-access-log", "--log-level", "warning", "--lifespan", lifespan]
     if importlib.util.find_spec("uvloop"):
         options += ["--loop", "uvloop"]
     if importlib.util.find_spec("httptools"):
@@ -49,10 +49,15 @@ class Server:
     log_dir: Path
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    # A peer runs from its own virtualenv and directory, and may serve MCP at another path.
+    python: str = sys.executable
+    cwd: Path = ROOT
+    mcp_path: str = "/mcp"
+    lifespan: str = "on"  # "auto" for a plain Django ASGI app, which refuses lifespan events
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"http://127.0.0.1:{self.port}{self.mcp_path}"
 
     @property
     def pid(self) -> int:
@@ -65,12 +70,12 @@ class Server:
 
     def start(self, timeout: float = 60.0) -> None:
         env = {**os.environ, **self.env}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.cwd), env.get("PYTHONPATH")]))
         command = [
             "taskset",
             "-c",
             SERVER_CPU,
-            sys.executable,
+            self.python,
             "-m",
             "uvicorn",
             self.app,
@@ -78,12 +83,12 @@ class Server:
             "127.0.0.1",
             "--port",
             str(self.port),
-            *uvicorn_options(),
+            *uvicorn_options(self.lifespan),
         ]
         with open(self.log_path, "wb") as log:
             # taskset execs the interpreter, so this pid is the server's own.
             self.process = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                command, cwd=self.cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         self._wait_until_listening(timeout)
 
@@ -96,7 +101,7 @@ class Server:
                 raise RuntimeError(f"{self.label} exited with {self.process.returncode}:\n{self.log_tail()}")
             try:
                 connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-                connection.request("GET", "/mcp")
+                connection.request("GET", self.mcp_path)
                 connection.getresponse().read()
                 connection.close()
                 return

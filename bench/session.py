@@ -7,6 +7,7 @@ the same state, and the runs of one cell go ours, bare, ours, bare… (round-rob
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import secrets
@@ -73,6 +74,24 @@ def oauth_token(base_url: str, data_dir: Path, resource: str) -> str:
         return str(json.load(response)["access_token"])
 
 
+def user_token(data_dir: Path, resources: list[str], scope: str) -> str:
+    """A django-oauth-toolkit access token of the demo admin (a user, which DRF's permission asks for) for these
+    resources: a real token row, as the authorization-code flow would leave it, made directly."""
+    token = secrets.token_urlsafe(32)
+    code = (
+        "from datetime import timedelta; from django.utils import timezone; "
+        "from django.contrib.auth import get_user_model; "
+        "from oauth2_provider.models import AccessToken, get_application_model; "
+        f"client_id = {(data_dir / 'demo-oauth-client.txt').read_text().split()[0]!r}; "
+        "AccessToken.objects.create(user=get_user_model().objects.get(username='admin'), "
+        "application=get_application_model().objects.get(client_id=client_id), "
+        f"token={token!r}, scope={scope!r}, resource={resources!r}, "
+        "expires=timezone.now() + timedelta(days=1))"
+    )
+    _django(data_dir, "manage.py", "shell", "-c", code)
+    return token
+
+
 def run_workload(
     workload: Workload, plan: Plan, data_dir: Path, api_key: str, log: Callable[[str], None]
 ) -> dict[str, Any]:
@@ -117,24 +136,33 @@ def _start_pair(
     workload: Workload, plan: Plan, data_dir: Path, api_key: str, stack: ExitStack
 ) -> dict[str, tuple[Target, Target]]:
     """Both servers started (and registered for stopping), and how to call each in each era."""
-    bare_token = secrets.token_urlsafe(32)
     ours = Server("ours", OURS_APP, django_env(data_dir), data_dir)
-    bare = Server(
-        "bare",
-        BARE_APP,
-        {
-            "BENCH_BARE_CATALOG": workload.bare_catalog,
-            "BENCH_DB": str(data_dir / "demo.sqlite3"),
-            "BENCH_TOKEN": bare_token,
-        },
-        data_dir,
-    )
+    stack.callback(ours.stop)
+    if workload.baseline == "http":  # the baseline is our own process, the same view called over HTTP
+        ours.start()
+        api = ours.url.removesuffix("/mcp") + "/api/"  # django-oauth-toolkit checks the audience by URL prefix
+        token = "Bearer " + user_token(data_dir, [ours.url, api], "mcp library:read")
+        # The same process under the baseline's label (stopping either stops it).
+        direct = dataclasses.replace(ours, label="bare")
+        return {
+            era: (Target(ours, workload, era, token), Target(direct, workload, era, token, over_http=True))
+            for era in plan.eras
+        }
+    bare_token = secrets.token_urlsafe(32)
+    bare_env = {
+        "BENCH_BARE_CATALOG": workload.bare_catalog,
+        "BENCH_DB": str(data_dir / "demo.sqlite3"),
+        "BENCH_TOKEN": bare_token,
+    }
+    if workload.bare_catalog == "orm":  # the bare server reads through Django's ORM with our settings
+        bare_env.update(django_env(data_dir))
+    bare = Server("bare", BARE_APP, bare_env, data_dir)
     bare.env["BENCH_RESOURCE"] = bare.url
-    for server in (bare, ours):  # the bare server first: a gateway workload registers it before ours starts
-        stack.callback(server.stop)
-        server.start()
-        if server is bare and workload.gateway:
-            _django(data_dir, "-m", "bench.catalogs", "gateway", bare.url)
+    stack.callback(bare.stop)
+    bare.start()  # the bare server first: a gateway workload registers it before ours starts
+    if workload.gateway:
+        _django(data_dir, "-m", "bench.catalogs", "gateway", bare.url)
+    ours.start()
     ours_auth: str | None = "Bearer " + api_key
     bare_auth: str | None = None
     if workload.oauth:

@@ -21,12 +21,15 @@ BAD_MARKERS = ('"error":{"code"', '"isError":true')
 
 @dataclass(frozen=True)
 class Load:
-    """What wrk sends: the same headers on every request, bodies round-robin."""
+    """What wrk sends: the same headers on every request, bodies round-robin (POST); or, for `method="GET"`,
+    `paths` round-robin with no body."""
 
     url: str
     headers: dict[str, str]
     bodies: list[str]
     ok_marker: str
+    method: str = "POST"
+    paths: tuple[str, ...] = ()
 
 
 def find_wrk() -> str:
@@ -49,8 +52,10 @@ def _config(load: Load) -> str:
     bodies = ", ".join(_lua_string(body) for body in load.bodies)
     bad = ", ".join(_lua_string(marker) for marker in BAD_MARKERS)
     path = urlsplit(load.url).path
+    paths = ", ".join(_lua_string(item) for item in load.paths)
     return (
         f"return {{path = {_lua_string(path)}, headers = {{{headers}}}, bodies = {{{bodies}}},\n"
+        f"  method = {_lua_string(load.method)}, paths = {{{paths}}},\n"
         f"  ok_marker = {_lua_string(load.ok_marker)}, bad_markers = {{{bad}}}}}\n"
     )
 

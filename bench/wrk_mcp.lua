@@ -1,7 +1,7 @@
 -- wrk script for the MCP benchmark (driven by bench/wrk.py).
 --
--- BENCH_WRK_CONFIG names a Lua file returning {path, headers, bodies, ok_marker, bad_markers}.
--- Requests are POSTs of `bodies`, round-robin. Every response is checked: HTTP 200, the
+-- BENCH_WRK_CONFIG names a Lua file returning {path, headers, bodies, method, paths, ok_marker, bad_markers}.
+-- Requests are POSTs of `bodies`, round-robin (or, with method GET, GETs of `paths`, round-robin). Every response is checked: HTTP 200, the
 -- workload's ok_marker present, no bad marker (a JSON-RPC error or an isError result), so a
 -- broken server cannot post a fast number.
 --
@@ -31,8 +31,14 @@ end
 function init(args)
   local config = dofile(os.getenv("BENCH_WRK_CONFIG"))
   requests = {}
-  for i, body in ipairs(config.bodies) do
-    requests[i] = wrk.format("POST", config.path, config.headers, body)
+  if config.method == "GET" then
+    for i, path in ipairs(config.paths) do
+      requests[i] = wrk.format("GET", path, config.headers, nil)
+    end
+  else
+    for i, body in ipairs(config.bodies) do
+      requests[i] = wrk.format("POST", config.path, config.headers, body)
+    end
   end
   ok_marker = config.ok_marker
   bad_markers = config.bad_markers

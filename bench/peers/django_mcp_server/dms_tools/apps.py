@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class DmsToolsConfig(AppConfig):
+    name = "dms_tools"

@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class DsmToolsConfig(AppConfig):
+    name = "dsm_tools"

@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class DrfToolsConfig(AppConfig):
+    name = "drf_tools"
