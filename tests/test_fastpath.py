@@ -151,17 +151,34 @@ def generated_requests(
         yield _request(pick)
 
 
+def picked_headers(pick: dict[str, Any], names: dict[str, str]) -> dict[str, str]:
+    """The headers a generated request carries: each header name's picked value, unless it is None."""
+    return {name: pick[key] for name, key in names.items() if pick[key] is not None}
+
+
+def picked_message(pick: dict[str, Any], params: Any) -> dict[str, Any]:
+    """The JSON-RPC message a generated request carries, with its picked envelope members (or without them)."""
+    message: dict[str, Any] = {"method": pick["method"]}
+    if pick["jsonrpc"] != "MISSING":
+        message["jsonrpc"] = pick["jsonrpc"]
+    if pick["id"] != "MISSING":
+        message["id"] = pick["id"]
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+HEADERS = {
+    "Content-Type": "content_type",
+    "Accept": "accept",
+    "MCP-Protocol-Version": "version",
+    "Mcp-Method": "method_header",
+    "X-Agent-Depth": "depth",
+}
+
+
 def _request(pick: dict[str, Any]) -> tuple[dict[str, str], bytes]:
-    headers = {}
-    for name, key in (
-        ("Content-Type", "content_type"),
-        ("Accept", "accept"),
-        ("MCP-Protocol-Version", "version"),
-        ("Mcp-Method", "method_header"),
-        ("X-Agent-Depth", "depth"),
-    ):
-        if pick[key] is not None:
-            headers[name] = pick[key]
+    headers = picked_headers(pick, HEADERS)
     if pick["param_header"]:
         headers[pick["param_header"]] = "eu"
     params = pick["params"]
@@ -174,13 +191,7 @@ def _request(pick: dict[str, Any]) -> tuple[dict[str, str], bytes]:
                 params["arguments"] = arguments
     if "tool" in pick and pick["name_header"] is not None:
         headers["Mcp-Name"] = pick["tool"] if pick["name_header"] == "SAME" else pick["name_header"]
-    message: dict[str, Any] = {"method": pick["method"]}
-    if pick["jsonrpc"] != "MISSING":
-        message["jsonrpc"] = pick["jsonrpc"]
-    if pick["id"] != "MISSING":
-        message["id"] = pick["id"]
-    if params is not None:
-        message["params"] = params
+    message = picked_message(pick, params)
     body = (
         json.dumps(
             {

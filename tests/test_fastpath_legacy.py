@@ -21,10 +21,13 @@ from . import test_fastpath
 from .live import LIVE_SETTINGS, LiveServer, run_server
 from .test_fastpath import (
     GOOD_ARGUMENTS,
+    HEADERS,
     answer,
     answered_plainly,
     events,
     fast_answers,
+    picked_headers,
+    picked_message,
 )
 
 # The same four servers as the 2026-07-28 test's, started again for this module.
@@ -111,29 +114,13 @@ def generated_requests(count: int, seed: int = 20261202) -> Iterator[tuple[dict[
 
 
 def _request(method: str, pick: dict[str, Any]) -> tuple[dict[str, str], bytes]:
-    headers = {}
-    for name, key in (
-        ("Content-Type", "content_type"),
-        ("Accept", "accept"),
-        ("MCP-Protocol-Version", "version"),
-        ("Mcp-Session-Id", "session"),
-        ("Mcp-Method", "method_header"),
-        ("X-Agent-Depth", "depth"),
-    ):
-        if pick[key] is not None:
-            headers[name] = pick[key]
+    headers = picked_headers(pick, {**HEADERS, "Mcp-Session-Id": "session"})
     params = pick["params"]
     if isinstance(params, dict) or params == "PARAMS":
         params = {**_valid_params(method, pick), **(params if isinstance(params, dict) else {})}
         if pick["meta"] is not None:
             params["_meta"] = pick["meta"]
-    message: dict[str, Any] = {"method": pick["method"]}
-    if pick["jsonrpc"] != "MISSING":
-        message["jsonrpc"] = pick["jsonrpc"]
-    if pick["id"] != "MISSING":
-        message["id"] = pick["id"]
-    if params is not None:
-        message["params"] = params
+    message = picked_message(pick, params)
     if pick["shape"] == "not json":
         return headers, b'{"jsonrpc": "2.0", "id": 1,'
     return headers, json.dumps({"object": message, "batch": [message], "empty": {}}[pick["shape"]]).encode()
