@@ -8,6 +8,7 @@ isolated copies side by side:
 - DJANGO_DEBUG=1: Django's debug pages (off by default, as in production; `manage.py demo --debug` too).
 """
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -32,8 +33,12 @@ INSTALLED_APPS = [
     # Before oauth2_provider, so that its consent page template is ours.
     "mcp_expose",
     "oauth2_provider",
+    # MCP tasks run on Django's Tasks framework, on the database queue (`manage.py db_worker` runs them).
+    "django_tasks_db",
     "project.library",
 ]
+if not importlib.util.find_spec("django.tasks"):  # Django 5.2: the backport of Django 6.0's Tasks framework
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("django_tasks_db"), "django_tasks")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -80,6 +85,9 @@ DATABASES = {
         "CONN_HEALTH_CHECKS": True,
     }
 }
+
+# Long tools run as MCP tasks on the database queue; `manage.py demo` starts its worker beside the server.
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
 
 # Every process tells its open subscriptions/listen streams about catalog changes by watching the catalog
 # revision; the channel layer only makes that sooner. In memory here; with several processes, channels_redis's

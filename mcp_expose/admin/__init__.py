@@ -7,6 +7,7 @@ from mcp_expose.admin.credentials import ApiKeyAdmin
 from mcp_expose.admin.exposure import AppLabelFilter, ExposedToolAdmin
 from mcp_expose.admin.prompts import PromptTemplateAdmin
 from mcp_expose.admin.records import ConfirmationAdmin, CredentialLeakAdmin, ReadOnlyAdmin, ToolCallAdmin
+from mcp_expose.admin.tasks import ToolTaskAdmin
 from mcp_expose.admin.upstream import UpstreamServerAdmin, UpstreamToolAdmin
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "PromptTemplateAdmin",
     "ReadOnlyAdmin",
     "ToolCallAdmin",
+    "ToolTaskAdmin",
     "UpstreamServerAdmin",
     "UpstreamToolAdmin",
 ]

@@ -26,12 +26,27 @@ from mcp_expose.calls.failures import (
 )
 from mcp_expose.calls.invoke import ToolTimeout, invoke
 from mcp_expose.calls.results import ResultTooLarge, compact_json, json_size, truncate
+from mcp_expose.calls.tasks import TaskRefused, TaskView, owner_key
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.core import asking
-from mcp_expose.core.asking import ClientInput, Elicit, InputRequired, MissingClientCapability, read_state
+from mcp_expose.core.asking import (
+    ClientInput,
+    Elicit,
+    InputRequired,
+    MissingClientCapability,
+    TaskRequired,
+    read_state,
+)
 from mcp_expose.core.chain import CallChain
 from mcp_expose.core.content import ContentBundle
-from mcp_expose.core.context import InvocationContext, LogSender, ProgressReporter, no_log, no_progress
+from mcp_expose.core.context import (
+    ContinueAsTask,
+    InvocationContext,
+    LogSender,
+    ProgressReporter,
+    no_log,
+    no_progress,
+)
 from mcp_expose.core.db import tidies_connections
 from mcp_expose.core.errors import InvalidInput, UnknownTool
 from mcp_expose.core.outage import outage
@@ -54,6 +69,8 @@ RECORDED_CODES = frozenset(
         "internal",
     }
 )
+# A call that became a task records no row of its own: its worker's run is the call's row.
+TASK_STARTED = "task_started"
 # Raised through the dispatcher to the transport, which answers them in protocol terms.
 CLIENT_QUESTIONS = (InputRequired, MissingClientCapability)
 
@@ -67,10 +84,12 @@ class ToolOutcome:
     input_required: InputRequired | None = None
     # The value's compact JSON when it was made to measure the value (the text block, when it is an object).
     text: str | None = None
+    # Set when the call became an MCP task: the task, as the client is told of it.
+    task: TaskView | None = None
 
     @property
     def ok(self) -> bool:
-        return self.failure is None and self.input_required is None
+        return self.failure is None and self.input_required is None and self.task is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +110,10 @@ class CallRequest:
     # scheme://host of this server, for links (the approval page).
     base_url: str = ""
     client_address: str | None = None
+    # How this call becomes an MCP task, when the client supports them (None: it cannot).
+    start_task: StartTask | None = None
+    # The task this run is, in a worker: its rate limit and confirmation were passed when it was made.
+    task_id: str | None = None
 
     @property
     def can_elicit(self) -> bool:
@@ -99,6 +122,8 @@ class CallRequest:
 
 
 CONFIRM_QUESTION = Elicit(message="", schema={})
+# Makes the task for a call (entry, principal, arguments, request) and says what it is; raises `TaskRefused`.
+StartTask = Callable[["ToolEntry", Principal, Mapping[str, Any], "CallRequest"], Awaitable[TaskView]]
 
 
 def invocation_context(entry: ToolEntry, principal: Principal, request: CallRequest) -> InvocationContext:
@@ -114,6 +139,8 @@ def invocation_context(entry: ToolEntry, principal: Principal, request: CallRequ
         send_log=request.send_log,
         close_stream_callback=request.close_stream,
         base_url=request.base_url,
+        task_id=request.task_id,
+        may_continue_as_task=entry.capability.task_starts_in_call and request.start_task is not None,
     )
 
 
@@ -149,6 +176,8 @@ async def call_tool(
         record.argument_bytes, record.argument_keys, record.argument_values = usage.describe_arguments(
             arguments, entry.log_argument_values
         )
+        if entry.task_support == "required" and request.start_task is None and request.task_id is None:
+            raise TaskRequired()
         outcome = await _run(entry, principal, arguments or {}, request)
         if outcome.ok:
             outage.ended()
@@ -168,13 +197,17 @@ async def call_tool(
         raise
     finally:
         record.duration_ms = (time.perf_counter() - started) * 1000
-        if not usage_writer.queue_or_none(record):  # no batching writer in this process: write it now
+        if record.outcome == TASK_STARTED:
+            pass  # the call's row is the task's run, written by its worker
+        elif not usage_writer.queue_or_none(record):  # no batching writer in this process: write it now
             with anyio.CancelScope(shield=True):
                 await sync_to_async(usage.write, thread_sensitive=False)(record)
 
 
 def _describe_outcome(record: usage.CallRecord, outcome: ToolOutcome) -> None:
-    if outcome.input_required is not None:
+    if outcome.task is not None:
+        record.outcome = TASK_STARTED
+    elif outcome.input_required is not None:
         asked = outcome.input_required.questions
         record.outcome = (
             "confirmation_required"
@@ -208,8 +241,9 @@ async def _run(
 ) -> ToolOutcome:
     try:
         await claim_round(request)
-        # A later round is the same call continued (each round answerable once), counted in its first round.
-        if entry.rate_limit is not None and request.request_state is None:
+        # A later round is the same call continued (each round answerable once), counted in its first round;
+        # a task's run was counted when the task was made.
+        if entry.rate_limit is not None and request.request_state is None and request.task_id is None:
             decision = await _hit_in_thread(entry.key, caller_identity(principal), entry.rate_limit)
             if not decision.allowed:
                 return _refused(
@@ -219,9 +253,16 @@ async def _run(
                     {"retry_after": decision.retry_after},
                 )
         validated = await validate(entry, principal, arguments, request)
-        if entry.requires_confirmation:
+        if entry.requires_confirmation and request.task_id is None:
             await _confirm(entry, principal, arguments, request)
-        value = await invoke(entry, validated, invocation_context(entry, principal, request))
+        if _starts_task_now(entry, request):
+            assert request.start_task is not None  # (checked by _starts_task_now)
+            return ToolOutcome(entry, task=await request.start_task(entry, principal, arguments, request))
+        try:
+            value = await invoke(entry, validated, invocation_context(entry, principal, request))
+        except ContinueAsTask:
+            assert request.start_task is not None  # (only then may the context raise it)
+            return ToolOutcome(entry, task=await request.start_task(entry, principal, arguments, request))
         if isinstance(value, ContentBundle):
             if value.size > entry.max_result_bytes:
                 raise ResultTooLarge(f"the content is {value.size} bytes; the limit is {entry.max_result_bytes}")
@@ -234,6 +275,8 @@ async def _run(
         )
     except ToolTimeout as exc:
         return _refused(entry, "timeout", exc.message, {"timeout_seconds": exc.seconds})
+    except TaskRefused as exc:
+        return _refused(entry, exc.code, exc.message, None)
     except ResultTooLarge as exc:
         return ToolOutcome(entry, failure=unexpected_failure(entry, exc, "its result is over the size limit"))
     except InputRequired as exc:
@@ -242,6 +285,17 @@ async def _run(
         raise
     except Exception as exc:  # noqa: BLE001  (the edge of the capability: everything else is a bug)
         return ToolOutcome(entry, failure=failure_for(entry, exc))
+
+
+def _starts_task_now(entry: ToolEntry, request: CallRequest) -> bool:
+    """Whether this call becomes a task before the tool runs: it supports tasks, the client does, this is not
+    already the task's run, and the tool does not start in the call."""
+    return (
+        entry.task_support is not None
+        and request.start_task is not None
+        and request.task_id is None
+        and not entry.capability.task_starts_in_call
+    )
 
 
 async def validate(
@@ -315,13 +369,7 @@ def _accepted(given: Any) -> bool:
     return (answer.get("content") or {}).get(confirmation.CONFIRM_FIELD) is True
 
 
-def caller_identity(principal: Principal) -> str:
-    if principal.method == "api_key":
-        return f"key:{principal.api_key_id}"
-    user_pk = getattr(principal.user, "pk", None)
-    if principal.method == "oauth":
-        return f"oauth:{principal.client_id}:{user_pk}"
-    return f"{principal.method}:{user_pk}"
+caller_identity = owner_key  # one caller for rate limits and for tasks alike
 
 
 def _refused(entry: ToolEntry, code: str, message: str, details: Any) -> ToolOutcome:

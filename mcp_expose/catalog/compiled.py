@@ -29,6 +29,7 @@ from mcp_expose.declare.registry import (
     Capability,
     CapabilityRegistry,
     ConfirmationChannel,
+    TaskSupport,
 )
 from mcp_expose.declare.registry import registry as default_registry
 from mcp_expose.declare.uri_templates import is_template, match
@@ -57,6 +58,8 @@ class ToolEntry:
     timeout: float = 30.0
     max_result_bytes: int = 100_000
     log_argument_values: bool = False
+    # Whether a call may ("optional") or must ("required") run as an MCP task; None: always directly.
+    task_support: TaskSupport | None = None
 
     @property
     def input_schema(self) -> Mapping[str, Any]:
@@ -165,6 +168,10 @@ def compile_catalog(
             continue
         taken[folded] = capability.key
         requires_confirmation, channel = effective_confirmation(capability, row)
+        task_support = capability.task_support if row is None or row.tasks_allowed else None
+        if capability.task_support == "required" and task_support is None:
+            problems.append(f"{capability.key}: requires a task, and its row does not allow tasks; not served.")
+            continue
         entry = ToolEntry(
             name=name,
             key=capability.key,
@@ -187,6 +194,7 @@ def compile_catalog(
                 )
             ),
             log_argument_values=capability.log_argument_values or bool(row and row.log_argument_values),
+            task_support=task_support,
         )
         if capability.kind in TOOL_KINDS:
             tools.append(entry)

@@ -133,6 +133,25 @@ class MissingClientCapability(Exception):
         return {"requiredCapabilities": {name: {} for name in self.capabilities}}
 
 
+# The MCP tasks extension (SEP-2663), as clients declare it in their capabilities.
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+class TaskRequired(MissingClientCapability):
+    """A tool that runs only as an MCP task, called by a client that did not declare the tasks extension."""
+
+    def __init__(self, what: str = "This tool runs only as an MCP task") -> None:
+        Exception.__init__(
+            self,
+            f"{what}: declare the {TASKS_EXTENSION} extension in the request's client capabilities "
+            "(protocol revision 2026-07-28).",
+        )
+        self.capabilities = [TASKS_EXTENSION]
+
+    def error_data(self) -> dict[str, Any]:
+        return {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
+
+
 class ClientInputFailed(ToolError):
     code = "client_input_failed"
     default_message = "The client could not answer a question this tool asked."

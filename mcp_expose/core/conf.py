@@ -166,6 +166,24 @@ DEFAULTS: dict[str, Any] = {
     # Listen to each enabled upstream for notifications/tools/list_changed (2026-07-28: a subscriptions/listen
     # stream; 2025-11-25: a session's standing stream) and discover it when it says its tools changed.
     "UPSTREAM_LISTEN": True,
+    # Long tools as MCP tasks (the io.modelcontextprotocol/tasks extension, 2026-07-28): a call of a tool declared
+    # with task= from a client that declared the extension is answered at once with a task, run by Django's Tasks
+    # framework on this backend alias (settings.TASKS), and followed with tasks/get. False: never advertised, and
+    # every call runs directly (a tool that requires a task is then answered -32021).
+    "TASKS": True,
+    "TASK_BACKEND": "default",
+    # How long (seconds) a task and its result stay readable after it was created (its ttlMs); mcp_prune_usage
+    # removes it afterwards. None: until pruned by hand.
+    "TASK_TTL": 3600,
+    # The interval (seconds) a client is told to poll tasks/get at (pollIntervalMs).
+    "TASK_POLL_INTERVAL": 1.0,
+    # A worker running a task writes a heartbeat this often (seconds) and looks for a cancellation. A running
+    # task whose heartbeat is older than TASK_LEASE seconds is failed with an internal error: its worker died.
+    "TASK_HEARTBEAT": 2.0,
+    "TASK_LEASE": 30.0,
+    # Tasks one caller (an API key, an OAuth client for one user) may have working or waiting at once; one more
+    # is refused as rate_limited. None: no limit.
+    "MAX_ACTIVE_TASKS_PER_CALLER": 20,
     # Publish a server card (SEP-2127) at /.well-known/mcp/server-card: None for none, or a dict with the card's
     # reverse-DNS "name" ("com.example/library"), and optionally "description", "version" and "websiteUrl".
     "SERVER_CARD": None,

@@ -28,6 +28,10 @@ async def no_log(level: str, data: Any) -> None:
     return None
 
 
+class ContinueAsTask(Exception):  # noqa: N818  (a signal to the dispatcher, not an error)
+    """Raised by `InvocationContext.continue_as_task()` in a call that becomes a task there."""
+
+
 @dataclass(frozen=True, slots=True)
 class InvocationContext:
     """Handed to a tool that declares a parameter annotated with this type.
@@ -48,6 +52,11 @@ class InvocationContext:
     extra: Mapping[str, Any] = field(default_factory=dict)
     # This site's address, for requests that came without a Host (stdio, mcp_call --base-url).
     base_url: str = ""
+    # The MCP task this run is (in a worker), or None for a direct call.
+    task_id: str | None = None
+    # A tool declared with task_starts_in_call, called by a client that supports tasks: `continue_as_task()`
+    # turns the call into a task there.
+    may_continue_as_task: bool = False
 
     @property
     def user(self) -> Any:
@@ -80,6 +89,21 @@ class InvocationContext:
         from asgiref.sync import async_to_sync
 
         return async_to_sync(self.client.ask)(questions)
+
+    def continue_as_task(self) -> None:
+        """For tools declared with `task_starts_in_call=True`: what follows runs as an MCP task.
+
+        In the call, this stops the function: the call is answered with a task, and a worker runs the
+        function again from the top, with the answers the call gathered (so its `ask` calls return at once)
+        and this call returning. In that worker, and for a client without tasks, it returns at once and the
+        function goes on. Sync and async tools alike; do nothing irreversible before it."""
+        if self.may_continue_as_task and self.task_id is None:
+            raise ContinueAsTask()
+
+    @property
+    def in_task(self) -> bool:
+        """Whether this run is an MCP task's, in a worker (no client is waiting on it)."""
+        return self.task_id is not None
 
     async def log(self, level: str, message: Any) -> None:
         """Send a log message to the client: on 2026-07-28 only when the request asked for that level,

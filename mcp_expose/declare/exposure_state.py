@@ -29,5 +29,7 @@ class ExposureState:
     timeout: float | None = None
     max_result_bytes: int | None = None
     log_argument_values: bool = False
+    # Off: a tool whose code supports tasks runs every call directly (one that requires a task is not served).
+    tasks_allowed: bool = True
     # Annotation hints the admin set (read_only, destructive, idempotent, open_world); None keeps the declared one.
     annotations: Mapping[str, bool | None] = field(default_factory=dict)

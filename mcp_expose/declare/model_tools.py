@@ -26,7 +26,9 @@ from mcp_expose.declare.registry import (
     Capability,
     CapabilityRegistry,
     ConfirmationDeclaration,
+    TaskSupport,
     confirmation_fields,
+    task_fields,
 )
 from mcp_expose.declare.registry import registry as default_registry
 from mcp_expose.declare.schema import LazySignature, generated_signature
@@ -66,6 +68,7 @@ class ModelTools:
     `confirm_deletes="approval_page"` takes it only on the site's approval page.
     Scopes: `read_scopes` for list/get and `write_scopes` for create/update/delete, so that a token granted
     reading cannot write; `scopes` instead applies to every action (one or the other, not both).
+    `tasks`: action → "optional" or "required", to run those calls as MCP tasks (a long list or a bulk update).
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class ModelTools:
         confirm_deletes: ConfirmationDeclaration = True,
         enabled: bool = True,
         rate_limit: str = "",
+        tasks: Mapping[str, TaskSupport] | None = None,
         registry: CapabilityRegistry | None = None,
     ) -> None:
         self.model = model
@@ -109,6 +113,9 @@ class ModelTools:
         prefix = prefix or f"{meta.app_label}.{str(meta.verbose_name_plural).replace(' ', '_')}"
         target_registry = registry if registry is not None else default_registry
         delete_confirmation = confirmation_fields(confirm_deletes, self.origin)
+        self.tasks = dict(tasks or {})
+        if unknown_tasks := sorted(set(self.tasks) - set(self.actions)):
+            raise DeclarationError(f"{self.origin}: tasks= names actions not declared: {unknown_tasks}.")
         self.capabilities = [
             target_registry.register(
                 self._capability(
@@ -200,6 +207,7 @@ class ModelTools:
             **(delete_confirmation if action == "delete" else confirmation_fields(False, self.origin)),
             rate_limit=rate_limit,
             call_style="mapping",
+            **task_fields(self.tasks.get(action), False, f"{self.origin}.{action}"),
         )
 
     def _description(self, action: str) -> str:

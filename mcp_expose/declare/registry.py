@@ -24,6 +24,9 @@ Signature = ToolSignature | SchemaSignature
 ConfirmationChannel = Literal["client", "approval_page"]
 CLIENT_CHANNEL: ConfirmationChannel = "client"
 APPROVAL_PAGE_CHANNEL: ConfirmationChannel = "approval_page"
+# What `task=` takes: a call may become an MCP task when the client supports them, or must be one.
+TaskSupport = Literal["optional", "required"]
+TASK_SUPPORT: tuple[TaskSupport, ...] = ("optional", "required")
 # What `requires_confirmation=` takes in declarations: no, yes (through the client), or the approval page.
 ConfirmationDeclaration = bool | Literal["approval_page"]
 
@@ -70,6 +73,11 @@ class Capability:
     timeout: float | None = None
     max_result_bytes: int | None = None
     log_argument_values: bool = False
+    # Runs as an MCP task for clients that support them ("optional"), or only so ("required"). The whole call
+    # runs in a worker, unless `task_starts_in_call`: then the call runs until the tool calls
+    # `context.continue_as_task()`, and its questions before that are rounds of the call itself.
+    task_support: TaskSupport | None = None
+    task_starts_in_call: bool = False
     # "keywords": target(**arguments, **injected); "mapping": target(arguments, context) (views, models).
     call_style: Literal["keywords", "mapping"] = "keywords"
     # Resources: the URI or URI template ("app://orders/{id}") and the contents' media type.
@@ -102,6 +110,15 @@ def confirmation_fields(requires_confirmation: ConfirmationDeclaration, origin: 
         f"{origin}: requires_confirmation= takes True, False or {APPROVAL_PAGE_CHANNEL!r}, "
         f"not {requires_confirmation!r}."
     )
+
+
+def task_fields(task: TaskSupport | None, starts_in_call: bool, origin: str) -> dict[str, Any]:
+    """`Capability` fields for a declaration's `task=` and `task_starts_in_call=`."""
+    if task is not None and task not in TASK_SUPPORT:
+        raise DeclarationError(f"{origin}: task= takes 'optional', 'required' or None, not {task!r}.")
+    if starts_in_call and task is None:
+        raise DeclarationError(f"{origin}: task_starts_in_call=True needs task='optional' or task='required'.")
+    return {"task_support": task, "task_starts_in_call": bool(starts_in_call)}
 
 
 class CapabilityRegistry:

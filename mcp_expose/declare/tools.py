@@ -14,7 +14,9 @@ from mcp_expose.declare.registry import (
     Capability,
     CapabilityRegistry,
     ConfirmationDeclaration,
+    TaskSupport,
     confirmation_fields,
+    task_fields,
 )
 from mcp_expose.declare.registry import registry as default_registry
 from mcp_expose.declare.schema import build_signature, explicit_signature
@@ -39,6 +41,8 @@ def tool(
     timeout: float | None = None,
     max_result_bytes: int | None = None,
     log_argument_values: bool = False,
+    task: TaskSupport | None = None,
+    task_starts_in_call: bool = False,
     input_schema: Mapping[str, Any] | None = None,
     key: str | None = None,
     registry: CapabilityRegistry | None = None,
@@ -55,6 +59,10 @@ def tool(
     on the site's approval page, from the signed-in user;
     `rate_limit` ("60/min"), `timeout` (seconds) and `max_result_bytes` bound
     each call; `log_argument_values` records argument values in the usage log.
+    `task` makes a call an MCP task for clients that support them: "optional" (such
+    clients get a task, others a direct call) or "required" (others get -32021). The
+    task runs in a worker of Django's Tasks framework; with `task_starts_in_call`
+    the call runs until the function calls `context.continue_as_task()`.
     `input_schema` replaces the schema read from type hints with a JSON Schema
     served as written (for what type hints cannot say, such as conditionals);
     the function then receives the validated arguments as keyword arguments.
@@ -89,6 +97,7 @@ def tool(
             timeout=timeout,
             max_result_bytes=max_result_bytes,
             log_argument_values=log_argument_values,
+            **task_fields(task, task_starts_in_call, origin),
         )
         (registry if registry is not None else default_registry).register(capability)
         return target

@@ -17,7 +17,9 @@ from mcp_expose.declare.registry import (
     Capability,
     CapabilityRegistry,
     ConfirmationDeclaration,
+    TaskSupport,
     confirmation_fields,
+    task_fields,
 )
 from mcp_expose.declare.registry import registry as default_registry
 from mcp_expose.declare.schema import LazySignature, SchemaSignature, generated_signature
@@ -55,6 +57,7 @@ def expose_view(
     timeout: float | None = None,
     max_result_bytes: int | None = None,
     log_argument_values: bool = False,
+    task: TaskSupport | Mapping[str, TaskSupport] | None = None,
     registry: CapabilityRegistry | None = None,
 ) -> list[Capability]:
     """Declare tools for a routed view: every ViewSet action, APIView method or Django view method.
@@ -65,7 +68,8 @@ def expose_view(
     Names default to `app_label.resource.action`, the resource being the route's last literal segment;
     `name` overrides it (a string for one operation, a mapping action → name for several).
     Annotations derive from the HTTP method; deletes need confirmation unless told otherwise
-    (`requires_confirmation` takes what `@tool` takes).
+    (`requires_confirmation` takes what `@tool` takes). `task` ("optional" or "required", as for `@tool`, or a
+    mapping action → either) runs calls as MCP tasks.
     Returns the capabilities registered.
     """
     origin = f"{getattr(view, '__module__', '?')}.{getattr(view, '__qualname__', repr(view))}"
@@ -135,6 +139,7 @@ def expose_view(
                 requires_confirmation if requires_confirmation is not None else method == "delete", origin
             ),
             call_style="mapping",
+            **task_fields(task.get(action) if isinstance(task, Mapping) else task, False, origin),
             **common,
         )
         registered.append(target_registry.register(capability))

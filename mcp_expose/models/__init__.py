@@ -8,6 +8,7 @@ from mcp_expose.models.credentials import API_KEY_PREFIX, ApiKey, ApiKeyQuerySet
 from mcp_expose.models.exposure import ConfirmationChannel, ExposedTool
 from mcp_expose.models.prompts import PromptTemplate
 from mcp_expose.models.revision import RevisionStamp
+from mcp_expose.models.tasks import ToolTask, new_task_id
 from mcp_expose.models.upstream import UpstreamServer, UpstreamTool, validate_server_name, validate_upstream_url
 from mcp_expose.models.usage import ListingCount, ToolCall
 from mcp_expose.models.validators import (
@@ -35,6 +36,8 @@ __all__ = [
     "PromptTemplate",
     "RevisionStamp",
     "ToolCall",
+    "ToolTask",
+    "new_task_id",
     "hash_api_key",
     "validate_prompt_arguments",
     "validate_rate_limit",

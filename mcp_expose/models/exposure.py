@@ -100,6 +100,14 @@ class ExposedTool(models.Model):
         validators=[MinValueValidator(256)],
         help_text=_("Larger results are truncated. The smaller of this and the code's limit applies."),
     )
+    tasks_allowed = models.BooleanField(
+        _("may run as a task"),
+        default=True,
+        help_text=_(
+            "For tools whose code supports MCP tasks: off runs every call directly. A tool whose code requires a "
+            "task is then not served."
+        ),
+    )
     read_only_hint = models.BooleanField(
         _("read-only hint"), null=True, blank=True, help_text=_("Override the declared hint; blank keeps it.")
     )
@@ -162,6 +170,7 @@ class ExposedTool(models.Model):
             timeout=self.timeout,
             max_result_bytes=self.max_result_bytes,
             log_argument_values=self.log_argument_values,
+            tasks_allowed=self.tasks_allowed,
             annotations={
                 "read_only": self.read_only_hint,
                 "destructive": self.destructive_hint,

@@ -244,6 +244,7 @@ async def serve_call(
     if (
         entry is None
         or entry.requires_confirmation
+        or entry.task_support is not None
         or name in _header_bound(catalog)
         or server.cache_hints.get("tools/call") is not None
         or not decide(principal, entry).allowed

@@ -53,6 +53,7 @@ from mcp_expose.serving.server_middleware import (
     request_state_security,
 )
 from mcp_expose.serving.sessions import SessionMemory
+from mcp_expose.serving.tasks import client_supports_tasks, register_task_methods, start_task
 from mcp_expose.serving.wire import (
     caller_definitions,
     message_content,
@@ -120,6 +121,7 @@ def build_server(
             request_state=params.request_state,
             base_url=base_url_of(ctx) or base_url,
             client_address=client_address(ctx),
+            start_task=start_task if client_supports_tasks(ctx) else None,
         )
 
     async def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
@@ -264,6 +266,8 @@ def build_server(
         on_subscriptions_listen=BoundedListen(subscription_bus, resolve) if subscription_bus is not None else None,
         get_tool_input_schema=input_schema_for,
     )
+    if conf.TASKS:
+        register_task_methods(server, resolve)
     if stateful_legacy:
         # Registered directly: these 2025-11-25 methods are gone from 2026-07-28, where the SDK answers 404.
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_log_level)
@@ -279,7 +283,7 @@ def build_server(
 
 async def answer_call(
     catalog: Catalog, principal: Principal, name: str, arguments: Mapping[str, Any] | None, request: CallRequest
-) -> types.CallToolResult | types.InputRequiredResult:
+) -> Any:
     """A tools/call through the dispatcher, as its result (a tool the caller may not use: -32602)."""
     return render_outcome(await call_outcome(catalog, principal, name, arguments, request))
 

@@ -23,6 +23,7 @@ from mcp_expose.core.content import Audio, ContentBundle, EmbeddedResource, Imag
 from mcp_expose.core.db import tidies_connections
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.json_schemas import thaw
+from mcp_expose.serving.task_wire import created_result
 
 logger = logging.getLogger("mcp_expose.server")
 
@@ -74,9 +75,11 @@ def caller_definitions(entries: Iterable[ToolEntry], principal: Principal) -> di
     }
 
 
-def render_outcome(outcome: ToolOutcome) -> types.CallToolResult | types.InputRequiredResult:
+def render_outcome(outcome: ToolOutcome) -> Any:
     """A dispatcher outcome as a `CallToolResult` (structured content plus the same JSON as text),
-    or the questions a client must answer first."""
+    the questions a client must answer first, or the task the call became (a `CreateTaskResult`)."""
+    if outcome.task is not None:
+        return created_result(outcome.task)
     if outcome.input_required is not None:
         return outcome.input_required.as_result()
     if isinstance(outcome.value, ContentBundle):

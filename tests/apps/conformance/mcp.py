@@ -24,6 +24,7 @@ from mcp_expose import (
     ListRoots,
     Sample,
     Text,
+    ToolError,
 )
 
 PNG = base64.b64decode(
@@ -465,3 +466,66 @@ async def input_required_prompt(context: InvocationContext) -> str:
     question = Elicit("What context should the prompt use?", _form("context"))
     answer = (await context.ask({"user_context": question}))["user_context"]
     return f"Write with this context in mind: {_accepted(answer, 'context', 'none given')}"
+
+
+# Tasks (SEP-2663): the fixtures the suite's tasks-* scenarios name.
+
+
+@mcp_expose.tool(name="greet", read_only=True)
+def greet(name: str) -> Text:
+    """Greets by name, directly (never a task)."""
+    return Text(f"Hello, {name}!")
+
+
+@mcp_expose.tool(name="slow_compute", read_only=True, task="optional", timeout=120)
+async def slow_compute(
+    seconds: Annotated[float, Field(ge=0, le=120)], context: InvocationContext, label: str = ""
+) -> Text:
+    """Works for `seconds` seconds, then answers; a task for clients that support them (cancelled at once)."""
+    await context.report_progress(0, seconds or None, f"computing {label}".strip())
+    await asyncio.sleep(seconds)
+    return Text(f"Computed {label or 'the answer'} in {seconds:g} seconds.")
+
+
+@mcp_expose.tool(name="failing_job", read_only=True, task="required")
+async def failing_job() -> Text:
+    """Runs only as a task, and ends with a tool error after a second."""
+    await asyncio.sleep(1)
+    raise ToolError("The job failed, as it always does.")
+
+
+@mcp_expose.tool(name="protocol_error_job", read_only=True, task="optional")
+async def protocol_error_job(context: InvocationContext) -> Text:
+    """Ends in a protocol error: it asks for the client's roots, which the suite's task clients never declare
+    (a direct call answers -32021; its task fails with that error)."""
+    roots = (await context.ask({"roots": ListRoots()}))["roots"].roots
+    return Text(f"{len(roots)} roots")
+
+
+@mcp_expose.tool(name="confirm_delete", read_only=True, task="optional")
+async def confirm_delete(filename: str, context: InvocationContext) -> Text:
+    """Asks the user to confirm, then 'deletes' the file (a task waits for the answer as input_required)."""
+    answer = (await context.ask({"confirm": Elicit(f"Delete {filename}?", _form("confirm", "boolean"))}))["confirm"]
+    return Text(f"Deleted {filename}." if _accepted(answer, "confirm") == "True" else f"Kept {filename}.")
+
+
+@mcp_expose.tool(name="multi_input", read_only=True, task="optional")
+async def multi_input(context: InvocationContext) -> Text:
+    """Asks two questions at once, answerable one at a time."""
+    answers = await context.ask(
+        {
+            "name": Elicit("What is your name?", NAME_FORM),
+            "confirm": Elicit("Shall I go on?", _form("confirm", "boolean")),
+        }
+    )
+    return Text(
+        f"Hello, {_accepted(answers['name'], 'name', 'stranger')} (go on: {_accepted(answers['confirm'], 'confirm')})."
+    )
+
+
+@mcp_expose.tool(name="test_tool_with_task", read_only=True, task="required", task_starts_in_call=True)
+async def tool_with_task(context: InvocationContext) -> Text:
+    """Asks the user's name in the call's own rounds, then goes on as a task that greets them."""
+    answer = (await context.ask({"user_name": Elicit("What is your name?", NAME_FORM)}))["user_name"]
+    context.continue_as_task()
+    return Text(f"Hello, {_accepted(answer, 'name', 'stranger')}, from a task!")

@@ -1,0 +1,189 @@
+"""The run of an MCP task, in a worker of Django's Tasks framework (`manage.py db_worker`, Celery, ...).
+
+`run_tool_task` is the Django task. It takes the queued run (a second delivery finds nothing to take), rebuilds
+the caller from the row (the API key or OAuth client is looked up again, so a revoked one runs nothing), and
+runs the call through the same dispatcher as a direct call: policy, validation, timeout, transaction and usage
+row. Confirmation and the rate limit were passed when the task was made. While it runs, it beats every
+TASK_HEARTBEAT seconds, carrying the latest progress message into the status message, and stops when the task
+was cancelled. Its outcome is projected exactly as a direct call's: the `CallToolResult` (tool errors included)
+completes the task, a JSON-RPC error fails it, and questions park it as input_required.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from asgiref.sync import async_to_sync, sync_to_async
+from mcp.shared.exceptions import MCPError
+from mcp_types import methods as sdk_methods
+from mcp_types.version import LATEST_PROTOCOL_VERSION
+
+from mcp_expose.calls import tasks
+from mcp_expose.calls.confirmation import StaleConfirmation
+from mcp_expose.calls.dispatch import CallRequest, ToolOutcome, call_tool
+from mcp_expose.catalog.compiled import provider
+from mcp_expose.core.asking import ClientInput, MissingClientCapability
+from mcp_expose.core.background import backend_named, task
+from mcp_expose.core.chain import InvalidChain, read_chain
+from mcp_expose.core.conf import get_settings
+from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.errors import UnknownTool
+from mcp_expose.core.principal import Principal, anonymous_principal, principal_for_user
+from mcp_expose.serving.wire import internal_error, question_error, render_outcome
+
+if TYPE_CHECKING:
+    from mcp_expose.models import ToolTask
+
+logger = logging.getLogger("mcp_expose.tasks")
+
+REVOKED = {"code": types.INVALID_REQUEST, "message": "The credential that started this task is no longer valid."}
+
+
+@task()
+def run_tool_task(task_id: str) -> None:
+    """Run the MCP task `task_id` (queued by `enqueue_run`)."""
+    async_to_sync(run)(task_id)
+
+
+def enqueue_run(task_id: str) -> None:
+    """Queue the run of a task on the TASK_BACKEND backend. Sync; raises when the backend cannot take it."""
+    run_tool_task.using(backend=get_settings().TASK_BACKEND).enqueue(task_id)
+
+
+def backend_problem() -> str | None:
+    """Why tasks cannot run on the configured backend, or None (for the system checks and the doctor)."""
+    alias = get_settings().TASK_BACKEND
+    try:
+        backend = backend_named(alias)
+    except Exception as exc:  # noqa: BLE001  (any misconfiguration is reported, not raised)
+        return f"the Tasks backend {alias!r} is not configured ({type(exc).__name__}: {exc})"
+    name = type(backend).__name__
+    if name == "DummyBackend":
+        return f"the Tasks backend {alias!r} is Django's DummyBackend, which never runs anything"
+    if name == "ImmediateBackend":
+        return f"the Tasks backend {alias!r} is Django's ImmediateBackend, which runs each task inside the request"
+    return None
+
+
+async def run(task_id: str) -> None:
+    """One run of a task, to its end (or until it is cancelled)."""
+    row = await sync_to_async(tidies_connections(tasks.claim), thread_sensitive=False)(task_id)
+    if row is None:
+        return
+    principal = await sync_to_async(tidies_connections(_principal_of), thread_sensitive=False)(row)
+    if principal is None:
+        await _settle(task_id, error=REVOKED)
+        return
+    latest: dict[str, str | None] = {"message": None}
+
+    async def report_progress(progress: float, total: float | None, message: str | None) -> None:
+        text = message or (f"{progress:g} of {total:g}" if total else f"{progress:g}")
+        latest["message"] = text
+
+    outcome: dict[str, Any] = {}
+    async with anyio.create_task_group() as group:
+
+        async def call() -> None:
+            try:
+                outcome.update(await _call(row, principal, report_progress))
+            finally:
+                group.cancel_scope.cancel()
+
+        async def heartbeat() -> None:
+            interval = get_settings().TASK_HEARTBEAT
+            while True:
+                await anyio.sleep(interval)
+                message, latest["message"] = latest["message"], None
+                if not await sync_to_async(tidies_connections(tasks.beat), thread_sensitive=False)(task_id, message):
+                    logger.info("Task %s of %s stopped: it was cancelled", task_id[:8], row.tool_name)
+                    group.cancel_scope.cancel()
+                    return
+
+        group.start_soon(call)
+        group.start_soon(heartbeat)
+    if outcome:
+        await _settle(task_id, **outcome)
+
+
+async def _call(row: ToolTask, principal: Principal, report_progress: Any) -> dict[str, Any]:
+    """Run the call; what to settle the task with."""
+    call = row.call
+    headers = dict(call.get("headers") or {})
+    capabilities = types.ClientCapabilities.model_validate(call.get("capabilities") or {})
+    try:
+        chain = read_chain(headers)
+    except InvalidChain:
+        chain = read_chain({})
+    request = CallRequest(
+        protocol_version=call.get("protocol_version") or LATEST_PROTOCOL_VERSION,
+        headers=headers,
+        report_progress=report_progress,
+        chain=chain,
+        client=ClientInput.for_round(capabilities, call.get("state"), call.get("responses") or {}, rounds=True),
+        base_url=call.get("base_url") or "",
+        client_address=call.get("client_address"),
+        task_id=row.id,
+    )
+    try:
+        catalog = await sync_to_async(tidies_connections(provider.get_sync), thread_sensitive=False)()
+        outcome: ToolOutcome = await call_tool(catalog, principal, row.tool_name, call.get("arguments") or {}, request)
+    except UnknownTool as exc:
+        return {"error": {"code": types.INVALID_PARAMS, "message": str(exc)}}
+    except (MissingClientCapability, StaleConfirmation) as exc:
+        return {"error": _error_object(question_error(exc))}
+    except Exception:
+        return {"error": _error_object(internal_error("tools/call (task)"))}
+    if outcome.input_required is not None:
+        asked = outcome.input_required.as_result().model_dump(mode="json", by_alias=True, exclude_none=True)
+        return {"input_requests": asked.get("inputRequests") or {}, "state": outcome.input_required.state}
+    rendered = render_outcome(outcome)
+    dumped = rendered.model_dump(mode="json", by_alias=True, exclude_none=True)
+    version = request.protocol_version or LATEST_PROTOCOL_VERSION
+    return {"result": sdk_methods.serialize_server_result("tools/call", version, dumped)}
+
+
+async def _settle(
+    task_id: str,
+    *,
+    result: dict[str, Any] | None = None,
+    error: dict[str, Any] | None = None,
+    input_requests: dict[str, Any] | None = None,
+    state: str | None = None,
+) -> None:
+    def settle() -> None:
+        if input_requests is not None and state is not None:
+            tasks.park(task_id, input_requests, state)
+        elif error is not None:
+            tasks.fail(task_id, error)
+        elif result is not None:
+            tasks.complete(task_id, result)
+
+    with anyio.CancelScope(shield=True):
+        await sync_to_async(tidies_connections(settle), thread_sensitive=False)()
+
+
+def _error_object(error: MCPError) -> dict[str, Any]:
+    return error.error.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _principal_of(row: ToolTask) -> Principal | None:
+    """The caller the task was made by, as it stands now: None when its credential or user was revoked."""
+    from mcp_expose.models import ApiKey
+
+    scopes = frozenset(row.scopes)
+    if row.credential_method == "api_key" and row.api_key_id is not None:
+        key = ApiKey.objects.select_related("user").filter(pk=row.api_key_id).first()
+        if key is None or not key.is_usable:
+            return None
+        return principal_for_user(key.user, scopes, "api_key", api_key_id=key.pk, api_key_prefix=key.prefix)
+    if row.credential_method == "anonymous":
+        return anonymous_principal(scopes)
+    user = row.user
+    if user is None or not user.is_active:
+        return None
+    if row.credential_method == "oauth":
+        return principal_for_user(user, scopes, "oauth", client_id=row.client_id)
+    return None

@@ -1,0 +1,124 @@
+"""The MCP tasks extension on the wire (io.modelcontextprotocol/tasks, SEP-2663, 2026-07-28 only).
+
+A call of a tool that supports tasks, from a request whose client capabilities declare the extension, is
+answered with a `CreateTaskResult` once its row is committed; `tasks/get`, `tasks/update` and `tasks/cancel`
+then follow it from any process. A request that did not declare the extension gets -32021 for these methods;
+another caller's task answers exactly as an unknown one (-32602). `tasks/list` and `tasks/result` do not exist
+in this revision, so they are -32601 as any unknown method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
+
+from mcp_expose.calls import tasks
+from mcp_expose.calls.dispatch import CallRequest
+from mcp_expose.calls.tasks import TaskView
+from mcp_expose.catalog.compiled import ToolEntry
+from mcp_expose.core.asking import ANSWERS_KEY, TASKS_EXTENSION, TaskRequired, write_state
+from mcp_expose.core.conf import get_settings
+from mcp_expose.core.principal import Principal
+from mcp_expose.serving.request_context import Resolver
+from mcp_expose.serving.task_wire import detailed_task
+from mcp_expose.serving.task_worker import enqueue_run
+from mcp_expose.serving.wire import question_error
+
+UNKNOWN_TASK = "Failed to retrieve task: Task not found"
+# The most answers one tasks/update may carry (a task asks a handful of questions at a time).
+MAX_INPUT_RESPONSES = 64
+
+
+class TaskParams(types.RequestParams):
+    task_id: str = Field(max_length=1024)
+
+
+class UpdateTaskParams(TaskParams):
+    input_responses: dict[str, Any]
+
+
+def client_supports_tasks(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether this request may be answered with a task: 2026-07-28, and its client capabilities (this
+    request's, never an earlier one's) declare the extension."""
+    if not get_settings().TASKS or ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    extensions = getattr(ctx.session.client_capabilities, "extensions", None) or {}
+    return TASKS_EXTENSION in extensions
+
+
+async def start_task(
+    entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest
+) -> TaskView:
+    """Make the task for this call and queue its run (the dispatcher's `StartTask`)."""
+    capabilities = request.client.capabilities
+    call = {
+        "arguments": dict(arguments),
+        "headers": dict(request.headers),
+        "protocol_version": request.protocol_version,
+        "capabilities": capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if capabilities is not None
+        else {},
+        # The answers the call gathered (and a confirmation given), for the run's `ask` calls.
+        "state": write_state({**request.client.carried, ANSWERS_KEY: request.client.answers}),
+        "responses": {},
+        "base_url": request.base_url,
+        "client_address": request.client_address,
+    }
+    return await sync_to_async(tasks.create, thread_sensitive=False)(
+        entry.name, entry.key, principal, call, enqueue_run
+    )
+
+
+def register_task_methods(server: Server[Any], resolve: Resolver) -> None:
+    """Serve tasks/get, tasks/update and tasks/cancel, and advertise the extension."""
+    server.extensions[TASKS_EXTENSION] = {}
+
+    async def owned_task(ctx: ServerRequestContext[Any], params: TaskParams) -> Any:
+        _refuse_unnegotiated(ctx, params.task_id)
+        principal, _catalog = await resolve(ctx)
+        row = await sync_to_async(tasks.find, thread_sensitive=False)(params.task_id, principal)
+        if row is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TASK)
+        return row
+
+    async def get_task(ctx: ServerRequestContext[Any], params: TaskParams) -> Any:
+        return detailed_task(TaskView.of(await owned_task(ctx, params)))
+
+    async def update_task(ctx: ServerRequestContext[Any], params: UpdateTaskParams) -> Any:
+        if len(params.input_responses) > MAX_INPUT_RESPONSES:
+            raise MCPError(
+                code=types.INVALID_PARAMS, message=f"At most {MAX_INPUT_RESPONSES} input responses per update."
+            )
+        row = await owned_task(ctx, params)
+        await sync_to_async(tasks.answer, thread_sensitive=False)(row, params.input_responses, enqueue_run)
+        return {}
+
+    async def cancel_task(ctx: ServerRequestContext[Any], params: TaskParams) -> Any:
+        row = await owned_task(ctx, params)
+        await sync_to_async(tasks.cancel, thread_sensitive=False)(row)
+        return {}
+
+    server.add_request_handler("tasks/get", TaskParams, get_task)
+    server.add_request_handler("tasks/update", UpdateTaskParams, update_task)
+    server.add_request_handler("tasks/cancel", TaskParams, cancel_task)
+
+
+def _refuse_unnegotiated(ctx: ServerRequestContext[Any], task_id: str) -> None:
+    """The extension's methods exist on 2026-07-28 only, for requests that declare it, and over HTTP they name
+    their task in Mcp-Name (as tools/call names its tool)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        raise MCPError(code=types.METHOD_NOT_FOUND, message="Method not found")
+    if ctx.request is not None and decode_header_value(ctx.request.headers.get(MCP_NAME_HEADER)) != task_id:
+        raise MCPError(
+            code=types.HEADER_MISMATCH, message="Mcp-Name header does not match the request body's 'taskId' parameter"
+        )
+    if not client_supports_tasks(ctx):
+        raise question_error(TaskRequired(f"{ctx.method} is a method of the MCP tasks extension"))
