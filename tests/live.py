@@ -201,3 +201,43 @@ def modern_headers(method: str, key: str | None = None, name: str | None = None)
     if key is not None:
         headers["Authorization"] = f"Bearer {key}"
     return headers
+
+
+def start_worker(data_dir: Path, **env: str) -> subprocess.Popen[bytes]:
+    """Start `manage.py db_worker`, the database queue's worker that runs MCP tasks; stop it with `stop_worker`."""
+    log_path = data_dir / f"worker-{time.monotonic_ns()}.log"
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "manage.py"),
+                "db_worker",
+                "--no-reload",
+                "--no-startup-delay",
+                "--interval",
+                "0.05",
+            ],
+            env=demo_env(data_dir, **env),
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def stop_worker(worker: subprocess.Popen[bytes]) -> None:
+    worker.terminate()
+    try:
+        worker.wait(timeout=HANG_GUARD_SECONDS)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()
+
+
+@contextmanager
+def run_worker(data_dir: Path, **env: str) -> Iterator[subprocess.Popen[bytes]]:
+    worker = start_worker(data_dir, **env)
+    try:
+        yield worker
+    finally:
+        stop_worker(worker)

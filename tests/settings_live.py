@@ -8,6 +8,8 @@
 - MCP_TEST_SQLITE_TIMEOUT=S: SQLite waits S seconds for a lock held by another connection (default 20).
 - MCP_TEST_USAGE_SPILL_DIR=path: USAGE_SPILL_DIR, where usage rows the database cannot take are kept.
 - MCP_TEST_LEGACY_SESSIONS=1: stateful 2025-11-25 sessions.
+- MCP_TEST_TASK_LEASE=S, MCP_TEST_TASK_HEARTBEAT=S, MCP_TEST_TASK_POLL_INTERVAL=S: the MCP task timings, short
+  enough for a test to see a dead worker's task fail.
 - MCP_TEST_<SETTING>=N for the long-lived connection limits (MAX_LISTEN_STREAMS, MAX_LISTEN_STREAMS_PER_CALLER,
   MAX_LEGACY_SESSIONS_PER_CALLER, LEGACY_SESSION_IDLE_SECONDS): small ones, so that tests reach them.
 - The toolbox app adds tools that are slow, cancellable, chatty, large, chained or need confirmation, and
@@ -34,6 +36,9 @@ MCP_EXPOSE = {
     "USAGE_SPILL_DIR": os.environ.get("MCP_TEST_USAGE_SPILL_DIR") or None,
     "LEGACY_SESSIONS": os.environ.get("MCP_TEST_LEGACY_SESSIONS") == "1",
 }
+for _seconds in ("TASK_LEASE", "TASK_HEARTBEAT", "TASK_POLL_INTERVAL"):
+    if f"MCP_TEST_{_seconds}" in os.environ:
+        MCP_EXPOSE[_seconds] = float(os.environ[f"MCP_TEST_{_seconds}"])
 for _limit in (
     "MAX_LISTEN_STREAMS",
     "MAX_LISTEN_STREAMS_PER_CALLER",

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Annotated
 
+import anyio
 from django.db import connection
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
@@ -17,6 +18,8 @@ from project.library.models import Author
 
 from . import views
 from .api import ShipmentView
+
+NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
 
 def _wait(seconds: float) -> None:
@@ -208,3 +211,35 @@ def routed(
 # Views that read what VIEW_MIDDLEWARE sets on the request (tests/urls.py routes them).
 mcp_expose.expose_view(views.TenantView, read_only=True)
 mcp_expose.expose_view(views.tenant_page, methods=["get"], read_only=True)
+
+
+# MCP tasks: tools that run in a worker of Django's Tasks framework for clients that support tasks.
+
+
+@mcp_expose.tool(read_only=True, task="optional", timeout=60)
+async def slow_task(seconds: Annotated[float, Field(ge=0, le=60)], context: InvocationContext) -> dict:
+    """Works for `seconds` seconds, reporting progress, then says who it ran as and where."""
+    await context.report_progress(0, 1, "starting")
+    await anyio.sleep(seconds)
+    return {"slept": seconds, "user": context.user.get_username(), "in_task": context.in_task}
+
+
+@mcp_expose.tool(task="required", scopes=["library:write"])
+def author_task(name: str) -> dict:
+    """Runs only as a task, and writes: creates an author (in the call's transaction)."""
+    author = Author.objects.create(name=name)
+    return {"author": author.pk, "name": author.name}
+
+
+@mcp_expose.tool(read_only=True, task="optional")
+async def asking_task(context: InvocationContext) -> dict:
+    """Asks the user's name (a task waits as input_required), then greets them."""
+    answer = (await context.ask({"name": Elicit("What is your name?", NAME_FORM)}))["name"]
+    return {"hello": (answer.content or {}).get("name") if answer.action == "accept" else None}
+
+
+@mcp_expose.tool(read_only=True, task="required", timeout=600)
+def stuck_task() -> dict:
+    """Runs only as a task and never finishes in time: its worker is killed under it."""
+    _wait(600)
+    return {}
