@@ -70,6 +70,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     messages += _view_middleware_messages(conf.VIEW_MIDDLEWARE)
     messages += _outage_setting_messages(conf)
     messages += _upstream_setting_messages(conf)
+    messages += _task_setting_messages(conf)
     cache_alias = conf.CACHE_ALIAS
     backend = str(settings.CACHES.get(cache_alias, {}).get("BACKEND", ""))
     if cache_alias not in settings.CACHES:
@@ -275,3 +276,51 @@ def _upstream_setting_messages(conf: Any) -> list[checks.CheckMessage]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             found.append((f"MCP_EXPOSE[{name!r}] is {value!r}.", "Use a whole number above 0.", "mcp_expose.E016"))
     return [checks.Error(message, hint=hint, id=check_id) for message, hint, check_id in found]
+
+
+def _task_setting_messages(conf: Any) -> list[checks.CheckMessage]:
+    """MCP tasks: timings that make sense together, and a Tasks backend that runs them in a worker."""
+    messages: list[checks.CheckMessage] = []
+    if not conf.TASKS:
+        return messages
+    timings = {name: getattr(conf, name) for name in ("TASK_HEARTBEAT", "TASK_LEASE", "TASK_POLL_INTERVAL")}
+    ttl = conf.TASK_TTL
+    bad = [name for name, value in timings.items() if not _positive_number(value)]
+    if ttl is not None and not _positive_number(ttl):
+        bad.append("TASK_TTL")
+    if bad:
+        messages.append(
+            checks.Error(
+                f"MCP_EXPOSE[{bad[0]!r}] is {getattr(conf, bad[0])!r}.",
+                hint="Use a positive number of seconds (TASK_TTL may also be None: kept until pruned).",
+                id="mcp_expose.E018",
+            )
+        )
+    elif timings["TASK_LEASE"] < 3 * timings["TASK_HEARTBEAT"]:
+        messages.append(
+            checks.Error(
+                f"MCP_EXPOSE['TASK_LEASE'] ({timings['TASK_LEASE']:g} s) is under three heartbeats "
+                f"(TASK_HEARTBEAT: {timings['TASK_HEARTBEAT']:g} s): a busy worker's tasks would be failed as dead.",
+                hint="Make TASK_LEASE at least three times TASK_HEARTBEAT (the defaults: 30 and 2).",
+                id="mcp_expose.E018",
+            )
+        )
+    if any(capability.task_support is not None for capability in default_registry):
+        from mcp_expose.serving.task_worker import backend_problem
+
+        problem = backend_problem()
+        if problem is not None:
+            messages.append(
+                checks.Warning(
+                    f"Tools declared with task= run as MCP tasks, but {problem}.",
+                    hint="Configure settings.TASKS with a backend that has workers, such as "
+                    "django_tasks_db.DatabaseBackend (and run manage.py db_worker), and point "
+                    "MCP_EXPOSE['TASK_BACKEND'] at it; or set MCP_EXPOSE['TASKS'] = False.",
+                    id="mcp_expose.W015",
+                )
+            )
+    return messages
+
+
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0

@@ -79,6 +79,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
         "declared_permissions",
         "declared_annotations",
         "declared_confirmation",
+        "declared_tasks",
         "declared_description",
         "input_schema",
         "output_schema",
@@ -100,6 +101,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
                     "timeout",
                     "max_result_bytes",
                     "log_argument_values",
+                    "tasks_allowed",
                 ],
             },
         ),
@@ -264,6 +266,15 @@ class ExposedToolAdmin(admin.ModelAdmin):
     def declared_confirmation(self, obj: ExposedTool) -> str:
         capability = self._capability(obj)
         return _confirmation_words(*effective_confirmation(capability, None)) if capability else "—"
+
+    @admin.display(description=_("MCP tasks"))
+    def declared_tasks(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        if capability is None or capability.task_support is None:
+            return str(_("never: every call runs directly"))
+        if capability.task_support == "required":
+            return str(_("required: runs only as a task (clients without tasks get -32021)"))
+        return str(_("optional: a task for clients that support them, a direct call for others"))
 
     @admin.display(description=_("effective annotations"))
     def effective_annotations(self, obj: ExposedTool) -> str:

@@ -150,7 +150,8 @@ def find(task_id: str, principal: Principal) -> ToolTask | None:
         return None
     now = timezone.now()
     found = (
-        _tasks().filter(id=task_id, owner=owner_key(principal))
+        _tasks()
+        .filter(id=task_id, owner=owner_key(principal))
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
         .first()
     )
@@ -164,13 +165,17 @@ def fail_if_dead(row: ToolTask, now: datetime) -> bool:
     cutoff = now - timedelta(seconds=get_settings().TASK_LEASE)
     if row.heartbeat_at is None or row.heartbeat_at >= cutoff:
         return False
-    failed = _tasks().filter(id=row.id, status=Status.WORKING, run=Run.RUNNING, heartbeat_at__lt=cutoff).update(
-        status=Status.FAILED,
-        run=Run.IDLE,
-        error=DEAD_WORKER_ERROR,
-        status_message=DEAD_WORKER_ERROR["message"],
-        finished_at=now,
-        updated_at=now,
+    failed = (
+        _tasks()
+        .filter(id=row.id, status=Status.WORKING, run=Run.RUNNING, heartbeat_at__lt=cutoff)
+        .update(
+            status=Status.FAILED,
+            run=Run.IDLE,
+            error=DEAD_WORKER_ERROR,
+            status_message=DEAD_WORKER_ERROR["message"],
+            finished_at=now,
+            updated_at=now,
+        )
     )
     if failed:
         logger.warning("Task %s of %s failed: its worker stopped beating", row.id[:8], row.tool_name)
@@ -181,13 +186,17 @@ def fail_dead_workers() -> int:
     """Fail every running task whose worker died; the number failed (for pruning and the doctor)."""
     now = timezone.now()
     cutoff = now - timedelta(seconds=get_settings().TASK_LEASE)
-    return _tasks().filter(status=Status.WORKING, run=Run.RUNNING, heartbeat_at__lt=cutoff).update(
-        status=Status.FAILED,
-        run=Run.IDLE,
-        error=DEAD_WORKER_ERROR,
-        status_message=DEAD_WORKER_ERROR["message"],
-        finished_at=now,
-        updated_at=now,
+    return (
+        _tasks()
+        .filter(status=Status.WORKING, run=Run.RUNNING, heartbeat_at__lt=cutoff)
+        .update(
+            status=Status.FAILED,
+            run=Run.IDLE,
+            error=DEAD_WORKER_ERROR,
+            status_message=DEAD_WORKER_ERROR["message"],
+            finished_at=now,
+            updated_at=now,
+        )
     )
 
 
@@ -196,7 +205,9 @@ def cancel(row: ToolTask) -> bool:
     finished task stays as it finished."""
     now = timezone.now()
     return bool(
-        _tasks().filter(id=row.id, status__in=ACTIVE).update(
+        _tasks()
+        .filter(id=row.id, status__in=ACTIVE)
+        .update(
             status=Status.CANCELLED,
             run=Run.IDLE,
             input_requests=None,
@@ -239,8 +250,10 @@ def answer(row: ToolTask, responses: Mapping[str, Any], enqueue: Callable[[str],
 def claim(task_id: str) -> ToolTask | None:
     """The run of a queued task, now this worker's; None when it is not queued (cancelled, or delivered twice)."""
     now = timezone.now()
-    claimed = _tasks().filter(id=task_id, status=Status.WORKING, run=Run.QUEUED).update(
-        run=Run.RUNNING, heartbeat_at=now, updated_at=now
+    claimed = (
+        _tasks()
+        .filter(id=task_id, status=Status.WORKING, run=Run.QUEUED)
+        .update(run=Run.RUNNING, heartbeat_at=now, updated_at=now)
     )
     if not claimed:
         return None
@@ -274,7 +287,8 @@ def fail(task_id: str, error: Mapping[str, Any]) -> bool:
 def _finish(task_id: str, **changes: Any) -> bool:
     now = timezone.now()
     return bool(
-        _tasks().filter(id=task_id, status=Status.WORKING)
+        _tasks()
+        .filter(id=task_id, status=Status.WORKING)
         .exclude(run=Run.IDLE)
         .update(run=Run.IDLE, finished_at=now, updated_at=now, call={}, **changes)
     )
@@ -297,13 +311,6 @@ def park(task_id: str, input_requests: Mapping[str, Any], state: str, status_mes
             updated_at=now,
         )
     return True
-
-
-def prune_expired(now: datetime | None = None) -> int:
-    """Delete tasks past their time to live; the number deleted."""
-    now = now or timezone.now()
-    deleted, _ = _tasks().filter(expires_at__lt=now).delete()
-    return deleted
 
 
 def counts_since(since: datetime) -> dict[str, int]:

@@ -12,6 +12,7 @@ from typing import Any
 from django.db.models import Sum
 from django.utils import timezone
 
+from mcp_expose.calls import tasks
 from mcp_expose.calls.listing_count import listing_hour
 
 DENIALS = frozenset({"permission_denied", "rate_limited", "declined", "unknown_tool"})
@@ -114,6 +115,7 @@ def summary() -> dict[str, Any]:
             name: {
                 "since": (now - span).isoformat(),
                 "tools_list_calls": list_calls(span),
+                "tasks": tasks.counts_since(now - span),
                 "tools": [asdict(stat) for stat in tool_stats(now - span)],
                 "servers": [asdict(stat) for stat in server_stats(now - span)],
             }

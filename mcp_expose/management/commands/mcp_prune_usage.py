@@ -8,14 +8,19 @@ from django.utils import timezone
 
 
 class Command(BaseCommand):
-    help = "Delete usage rows, hourly listing counts and answered confirmations older than --days, in batches; mark lapsed ones expired."
+    help = (
+        "Delete usage rows, hourly listing counts and answered confirmations older than --days, in batches; mark "
+        "lapsed ones expired. Delete MCP tasks past their time to live (TASK_TTL), and fail running tasks whose "
+        "worker died."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--days", type=int, default=90, help="Keep this many days (default 90).")
         parser.add_argument("--batch-size", type=int, default=1000, help="Rows deleted per statement (default 1000).")
 
     def handle(self, *args: Any, days: int, batch_size: int, **options: Any) -> None:
-        from mcp_expose.models import Confirmation, ListingCount, ToolCall
+        from mcp_expose.calls import tasks
+        from mcp_expose.models import Confirmation, ListingCount, ToolCall, ToolTask
 
         if days < 0 or batch_size < 1:
             raise CommandError("--days must be 0 or more and --batch-size at least 1.")
@@ -29,9 +34,12 @@ class Command(BaseCommand):
         confirmations = _delete_in_batches(
             Confirmation.objects.filter(created_at__lt=cutoff).exclude(status=Confirmation.Status.PENDING), batch_size
         )
+        dead = tasks.fail_dead_workers()
+        expired_tasks = _delete_in_batches(ToolTask.objects.filter(expires_at__lt=now), batch_size)
         self.stdout.write(
             f"Deleted {calls} tool calls, {listings} hourly listing counts and {confirmations} confirmations older than {days} days; "
-            f"{expired} unanswered confirmations marked expired."
+            f"{expired} unanswered confirmations marked expired. "
+            f"Deleted {expired_tasks} expired tasks; {dead} tasks whose worker died marked failed."
         )
 
 

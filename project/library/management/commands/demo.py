@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -99,15 +100,17 @@ class Command(BaseCommand):
         self.stdout.write("  Try:           python manage.py mcp_tools --user admin")
         if serve:
             helpdesk = start_helpdesk(host, upstream_port or port + 1, self._data_dir(), self.stdout)
+            worker = self._start_task_worker()
             # uvicorn hands a SIGTERM back to the process once it has shut down: exit through `finally`, so
             # the helpdesk stops with the demo.
             signal.signal(signal.SIGTERM, _exit_on_signal)
             try:
                 self._serve(host, port, debug=debug)
             finally:
-                if helpdesk is not None:
-                    helpdesk.terminate()
-                    helpdesk.wait(timeout=10)
+                for process in (helpdesk, worker):
+                    if process is not None:
+                        process.terminate()
+                        process.wait(timeout=10)
 
     def _ensure_user(self, username: str, *, superuser: bool, interactive: bool) -> str | None:
         """Create the user if missing; returns the password only when it was just set."""
@@ -159,6 +162,26 @@ class Command(BaseCommand):
         secret_file.write_text(f"{application.client_id} {client_secret}\n")
         secret_file.chmod(0o600)
         return application.client_id, client_secret
+
+    def _start_task_worker(self) -> subprocess.Popen[bytes]:
+        """The worker that runs MCP tasks (the database queue's `db_worker`), beside the server."""
+        with open(self._data_dir() / "worker.log", "wb") as log:  # the process keeps its own copy
+            worker = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(Path(settings.BASE_DIR) / "manage.py"),
+                    "db_worker",
+                    "--no-reload",
+                    "--no-startup-delay",
+                    "--interval",
+                    "0.2",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self.stdout.write(f"  Task worker:   manage.py db_worker (log: {self._data_dir() / 'worker.log'})")
+        return worker
 
     @staticmethod
     def _data_dir() -> Path:
