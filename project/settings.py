@@ -88,6 +88,20 @@ DATABASES = {
 
 # Long tools run as MCP tasks on the database queue; `manage.py demo` starts its worker beside the server.
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
+if os.environ.get("DEMO_TASKS") == "celery":
+    # Or on Celery, with Redis as the broker (Django 6.0+: django-tasks-celery); the worker is
+    # `celery -A project worker` (project/celery.py). DEMO_CELERY_BROKER moves the broker.
+    TASKS = {
+        "default": {
+            "BACKEND": "django_tasks_celery.CeleryBackend",
+            "QUEUES": ["default"],
+            "OPTIONS": {"CELERY_APP": "project.celery.app"},
+        }
+    }
+    CELERY_BROKER_URL = os.environ.get("DEMO_CELERY_BROKER", "redis://127.0.0.1:6379/0")
+    CELERY_RESULT_BACKEND = CELERY_BROKER_URL
+    CELERY_RESULT_EXTENDED = True
+    CELERY_TASK_IGNORE_RESULT = True  # the MCP task's row keeps its result
 
 # Every process tells its open subscriptions/listen streams about catalog changes by watching the catalog
 # revision; the channel layer only makes that sooner. In memory here; with several processes, channels_redis's

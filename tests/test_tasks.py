@@ -3,8 +3,11 @@ official SDK client with the tasks extension (tests/task_client.py) on one side,
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,8 +18,10 @@ from mcp import MCPError
 
 from .live import (
     LIVE_SETTINGS,
+    ROOT,
     LiveServer,
     create_api_key,
+    demo_env,
     jsonrpc_body,
     manage,
     modern_headers,
@@ -121,7 +126,7 @@ async def test_questions_park_the_task_until_tasks_update_answers_them(live: Liv
 
     async def answer(requests: dict[str, Any]) -> dict[str, Any]:
         asked.append(requests)
-        return {key: {"action": "accept", "content": {"name": "Ada"}} for key in requests}
+        return await _answer_ada(requests)
 
     tasks = TasksExtension(answer)
     async with connect(live.mcp_url, admin, "auto", extensions=[tasks], elicitation_callback=never_asked) as client:
@@ -294,3 +299,42 @@ async def _wait_until_started(task_data: Path, task_id: str) -> None:
     with anyio.fail_after(120):
         while manage(task_data, "shell", "-c", code, env=TASK_ENV).stdout.split()[-1] != "running":
             await anyio.sleep(0.1)
+
+
+celery_installed = importlib.util.find_spec("django_tasks_celery") is not None
+
+
+@pytest.mark.skipif(not celery_installed, reason="django-tasks-celery needs Django 6.0+ (the Django 6 leg runs this)")
+async def test_tasks_run_on_celery_workers_with_redis_as_the_broker(tmp_path: Path) -> None:
+    """The same flow on Celery: the server queues on Redis, a Celery worker in its own process runs the task."""
+    admin = prepare_demo(tmp_path)
+    celery_env = {**TASK_ENV, "DEMO_TASKS": "celery", "DEMO_CELERY_BROKER": "redis://127.0.0.1:6379/12"}
+    log = tmp_path / "celery.log"
+    with open(log, "wb") as out:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "project", "worker", "--pool", "threads", "--concurrency", "4"],
+            env=demo_env(tmp_path, **celery_env),
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        with run_server(tmp_path, **celery_env) as server:
+            tasks = TasksExtension()
+            async with connect(
+                server.mcp_url, admin, "auto", extensions=[tasks], elicitation_callback=never_asked
+            ) as c:
+                done = await c.call_tool("toolbox.slow_task", {"seconds": 0.2})
+                tasks.answer = _answer_ada
+                greeted = await c.call_tool("toolbox.asking_task", {})
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+    assert done.structured_content == {"slept": 0.2, "user": "admin", "in_task": True}, log.read_text()
+    assert greeted.structured_content == {"hello": "Ada"}
+    assert len(tasks.created) == 2
+
+
+async def _answer_ada(requests: dict[str, Any]) -> dict[str, Any]:
+    return {key: {"action": "accept", "content": {"name": "Ada"}} for key in requests}

@@ -223,3 +223,19 @@ def test_the_checks_name_task_settings_that_cannot_work(settings_: dict[str, Any
         found = [message for message in check_settings() if message.id == check_id]
     assert len(found) == 1 and text in found[0].msg
     assert not [message for message in check_settings() if message.id in ("mcp_expose.E018", "mcp_expose.W015")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mcp_call_says_a_tool_runs_only_as_a_task(restore_global_registry: CapabilityRegistry) -> None:
+    from django.core.management.base import CommandError
+
+    from mcp_expose.catalog.compiled import provider
+
+    User.objects.create_user("ada", password="pw")
+    declare(restore_global_registry, "library.only_as_task", task="required", read_only=True)
+    provider.invalidate()
+    try:
+        with pytest.raises(CommandError, match="runs only as an MCP task"):
+            call_command("mcp_call", "library.only_as_task", "{}", "--user", "ada", stdout=StringIO())
+    finally:
+        provider.invalidate()

@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from mcp_expose.access.scopes import expand_scopes
 from mcp_expose.calls.dispatch import CallRequest, call_tool
 from mcp_expose.catalog.compiled import CatalogProvider, provider
+from mcp_expose.core.asking import TaskRequired
 from mcp_expose.core.errors import UnknownTool
 from mcp_expose.core.principal import principal_for_user
 from mcp_expose.models import ExposedTool
@@ -62,6 +63,8 @@ def try_tool(model_admin: Any, request: HttpRequest, object_id: int) -> HttpResp
                 errors.append(
                     str(_("You may not use this tool (a scope, a permission or the client list stands in the way)."))
                 )
+            except TaskRequired:
+                errors.append(str(_("This tool runs only as an MCP task, from a client that supports tasks.")))
     context = _context(
         model_admin,
         request,

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from mcp_expose.calls.dispatch import CallRequest, call_tool
 from mcp_expose.catalog.compiled import provider
+from mcp_expose.core.asking import TaskRequired
 from mcp_expose.core.errors import UnknownTool
 from mcp_expose.management.cli import local_principal
 from mcp_expose.serving.wire import render_outcome
@@ -42,6 +43,10 @@ class Command(BaseCommand):
             outcome = async_to_sync(call_tool)(catalog, principal, tool, parsed, CallRequest(base_url=base_url))
         except UnknownTool as exc:
             raise CommandError(f"{exc} (unknown, disabled, or not available to {user!r}).") from None
+        except TaskRequired:
+            raise CommandError(
+                f"The tool {tool!r} runs only as an MCP task, from a client that supports tasks."
+            ) from None
         result = render_outcome(outcome).model_dump(mode="json", by_alias=True, exclude_none=True)
         self.stdout.write(json.dumps(result["structuredContent"], indent=2, ensure_ascii=False, sort_keys=True))
         if result.get("isError"):
