@@ -17,14 +17,17 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from mcp import MCPError
 
-from .live import LiveServer, manage, prepare_demo, run_server
+from .live import LiveServer, manage, prepare_demo, run_server, run_worker
 from .load import Answer, Load
 from .mcp_client import connect
 from .services import PostgresCluster, RedisServer, postgres_cluster, redis_server
+from .task_client import TasksExtension, get_task, wait_for
 from .test_streams import DISABLE_FROM_A_SHELL, next_event
 
 pytestmark = [pytest.mark.anyio, pytest.mark.live, pytest.mark.scale, pytest.mark.outage]
@@ -304,3 +307,47 @@ async def test_a_change_saved_while_redis_is_stopped_reaches_a_listener(
     assert "The shared cache is unavailable" in log and log.count(TRACEBACK) <= MAX_TRACEBACKS_PER_SERVER
     await anyio.to_thread.run_sync(redis.start)
     manage(data, "shell", "-c", DISABLE_FROM_A_SHELL.replace("row.enabled = False", "row.enabled = True"), env=env)
+
+
+async def test_a_task_rides_out_a_database_outage(
+    cluster: PostgresCluster, data: Path, env: dict[str, str], key: str
+) -> None:
+    """PostgreSQL stops while a task runs: tasks/get says the database is unavailable (retryable), the worker keeps
+    running the tool and waits to write its outcome, and the task completes once the database is back."""
+    task_env = {**env, "MCP_TEST_TASK_HEARTBEAT": "0.2", "MCP_TEST_TASK_LEASE": "60"}
+    tasks = TasksExtension(follow=False)
+    with run_server(data, **task_env) as server, run_worker(data, **task_env):
+        async with connect(server.mcp_url, key, "auto", extensions=[tasks]) as client:
+            await client.call_tool("toolbox.slow_task", {"seconds": 3})
+            task_id = tasks.created[0].task_id
+            await _until_running(client, task_id)
+            await anyio.to_thread.run_sync(cluster.stop)
+            try:
+                with pytest.raises(MCPError) as unavailable:
+                    await get_task(client.session, task_id)
+                assert unavailable.value.data == {"unavailable": "database", "retry_after": 5}
+                await anyio.sleep(4)  # the outage outlasts the tool's work, so its outcome waits for the database
+            finally:
+                await anyio.to_thread.run_sync(cluster.start)
+            done = await _until_readable(client, task_id)
+    assert done["status"] == "completed", done
+    assert done["result"]["structuredContent"] == {"slept": 3, "user": "admin", "in_task": True}
+
+
+async def _until_running(client: Any, task_id: str) -> None:
+    """Until the worker runs the task: its first progress message is then the task's status message."""
+    with anyio.fail_after(120):
+        while (await get_task(client.session, task_id)).get("statusMessage") != "starting":
+            await anyio.sleep(0.05)
+
+
+async def _until_readable(client: Any, task_id: str) -> dict[str, Any]:
+    """The task once the database answers again and the task has ended."""
+    with anyio.fail_after(120):
+        while True:
+            try:
+                return await wait_for(client.session, task_id)
+            except MCPError as exc:
+                if (exc.data or {}).get("unavailable") != "database":
+                    raise
+                await anyio.sleep(0.2)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import MCPError
 
@@ -191,6 +192,36 @@ async def test_a_required_task_tool_is_minus_32021_for_clients_without_tasks(liv
             # An optional one runs directly, in either era.
             direct = await client.call_tool("toolbox.slow_task", {"seconds": 0})
             assert direct.structured_content["in_task"] is False
+    # The extension's methods do not exist in 2025-11-25.
+    async with connect(live.mcp_url, admin, "legacy") as client:
+        with pytest.raises(MCPError) as missing:
+            await get_task(client.session, "any")
+        assert missing.value.code == -32601
+
+
+async def test_a_call_is_confirmed_in_its_own_rounds_before_its_task_is_made(live: LiveServer, admin: str) -> None:
+    asked: list[str] = []
+
+    async def person(context: Any, params: Any) -> Any:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    tasks = TasksExtension()
+    async with connect(live.mcp_url, admin, "auto", extensions=[tasks], elicitation_callback=person) as client:
+        result = await client.call_tool("toolbox.confirmed_task", {"label": "yes"})
+    assert result.structured_content == {"confirmed": "yes"}
+    assert len(asked) == 1 and len(tasks.created) == 1  # one yes, in the call; then one task
+
+    async def refusing(context: Any, params: Any) -> Any:
+        return types.ElicitResult(action="decline")
+
+    refused_tasks = TasksExtension()
+    async with connect(
+        live.mcp_url, admin, "auto", extensions=[refused_tasks], elicitation_callback=refusing
+    ) as client:
+        declined = await client.call_tool("toolbox.confirmed_task", {"label": "no"})
+    assert declined.is_error and declined.structured_content["error"]["code"] == "confirmation_declined"
+    assert not refused_tasks.created
 
 
 async def test_a_required_task_writes_in_the_worker_and_is_counted_once(

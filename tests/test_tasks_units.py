@@ -239,3 +239,12 @@ def test_mcp_call_says_a_tool_runs_only_as_a_task(restore_global_registry: Capab
             call_command("mcp_call", "library.only_as_task", "{}", "--user", "ada", stdout=StringIO())
     finally:
         provider.invalidate()
+
+
+def test_the_extension_is_advertised_unless_tasks_are_off() -> None:
+    from mcp_expose.serving.server import build_server
+
+    assert build_server().extensions == {"io.modelcontextprotocol/tasks": {}}
+    with override_settings(MCP_EXPOSE={"TASKS": False}):
+        server = build_server()
+    assert server.extensions == {} and server.get_request_handler("tasks/get") is None

@@ -31,6 +31,7 @@ from mcp_expose.core.chain import InvalidChain, read_chain
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.db import tidies_connections
 from mcp_expose.core.errors import UnknownTool
+from mcp_expose.core.outage import database_unavailable, outage
 from mcp_expose.core.principal import Principal, anonymous_principal, principal_for_user
 from mcp_expose.serving.wire import internal_error, question_error, render_outcome
 
@@ -42,15 +43,27 @@ logger = logging.getLogger("mcp_expose.tasks")
 REVOKED = {"code": types.INVALID_REQUEST, "message": "The credential that started this task is no longer valid."}
 
 
-@task()
 def run_tool_task(task_id: str) -> None:
     """Run the MCP task `task_id` (queued by `enqueue_run`)."""
     async_to_sync(run)(task_id)
 
 
+# The Django task, by this module-level name (a worker finds it by its path). A TASKS setting the framework
+# refuses must not stop the server: calls that would become tasks are then refused as `unavailable`.
+_declared: Any = None
+try:
+    _declared = task()(run_tool_task)
+except Exception as exc:  # noqa: BLE001  (reported by the W015 check; logged once here)
+    logger.warning("MCP tasks cannot be queued: Django's Tasks framework refused the task (%s)", type(exc).__name__)
+else:
+    run_tool_task = _declared
+
+
 def enqueue_run(task_id: str) -> None:
     """Queue the run of a task on the TASK_BACKEND backend. Sync; raises when the backend cannot take it."""
-    run_tool_task.using(backend=get_settings().TASK_BACKEND).enqueue(task_id)
+    if _declared is None:
+        raise RuntimeError("Django's Tasks framework refused the task that runs MCP tasks; see manage.py check")
+    _declared.using(backend=get_settings().TASK_BACKEND).enqueue(task_id)
 
 
 def backend_problem() -> str | None:
@@ -97,7 +110,7 @@ async def run(task_id: str) -> None:
             while True:
                 await anyio.sleep(interval)
                 message, latest["message"] = latest["message"], None
-                if not await sync_to_async(tidies_connections(tasks.beat), thread_sensitive=False)(task_id, message):
+                if not await _while_the_database_answers(tasks.beat, task_id, message, missed=True):
                     logger.info("Task %s of %s stopped: it was cancelled", task_id[:8], row.tool_name)
                     group.cancel_scope.cancel()
                     return
@@ -162,7 +175,22 @@ async def _settle(
             tasks.complete(task_id, result)
 
     with anyio.CancelScope(shield=True):
-        await sync_to_async(tidies_connections(settle), thread_sensitive=False)()
+        # A database that is down is waited for, up to the lease: past it, readers fail the task as dead anyway.
+        with anyio.move_on_after(get_settings().TASK_LEASE):
+            while not await _while_the_database_answers(settle, missed=False):
+                await anyio.sleep(get_settings().TASK_HEARTBEAT)
+
+
+async def _while_the_database_answers(func: Any, *args: Any, missed: Any) -> Any:
+    """`func(*args)` in a worker thread; `missed` when the database is unavailable (the outage is logged once)."""
+    try:
+        result = await sync_to_async(tidies_connections(func), thread_sensitive=False)(*args)
+    except Exception as exc:
+        if not database_unavailable(exc):
+            raise
+        outage.refused("running a task", exc)
+        return missed
+    return True if result is None else result
 
 
 def _error_object(error: MCPError) -> dict[str, Any]:

@@ -9,7 +9,7 @@ in this revision, so they are -32601 as any unknown method.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -26,6 +26,8 @@ from mcp_expose.calls.tasks import TaskView
 from mcp_expose.catalog.compiled import ToolEntry
 from mcp_expose.core.asking import ANSWERS_KEY, TASKS_EXTENSION, TaskRequired, write_state
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.outage import database_unavailable, outage
 from mcp_expose.core.principal import Principal
 from mcp_expose.serving.request_context import Resolver
 from mcp_expose.serving.task_wire import detailed_task
@@ -84,7 +86,7 @@ def register_task_methods(server: Server[Any], resolve: Resolver) -> None:
     async def owned_task(ctx: ServerRequestContext[Any], params: TaskParams) -> Any:
         _refuse_unnegotiated(ctx, params.task_id)
         principal, _catalog = await resolve(ctx)
-        row = await sync_to_async(tasks.find, thread_sensitive=False)(params.task_id, principal)
+        row = await _in_thread(tasks.find, params.task_id, principal)
         if row is None:
             raise MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TASK)
         return row
@@ -98,17 +100,34 @@ def register_task_methods(server: Server[Any], resolve: Resolver) -> None:
                 code=types.INVALID_PARAMS, message=f"At most {MAX_INPUT_RESPONSES} input responses per update."
             )
         row = await owned_task(ctx, params)
-        await sync_to_async(tasks.answer, thread_sensitive=False)(row, params.input_responses, enqueue_run)
+        await _in_thread(tasks.answer, row, params.input_responses, enqueue_run)
         return {}
 
     async def cancel_task(ctx: ServerRequestContext[Any], params: TaskParams) -> Any:
         row = await owned_task(ctx, params)
-        await sync_to_async(tasks.cancel, thread_sensitive=False)(row)
+        await _in_thread(tasks.cancel, row)
         return {}
 
     server.add_request_handler("tasks/get", TaskParams, get_task)
     server.add_request_handler("tasks/update", UpdateTaskParams, update_task)
     server.add_request_handler("tasks/cancel", TaskParams, cancel_task)
+
+
+async def _in_thread(func: Callable[..., Any], *args: Any) -> Any:
+    """A row operation in a worker thread; a database that is down answers as unavailable (retryable), not as an
+    internal error."""
+    try:
+        return await sync_to_async(tidies_connections(func), thread_sensitive=False)(*args)
+    except Exception as exc:
+        if not database_unavailable(exc):
+            raise
+        outage.refused("following a task", exc)
+        retry_after = get_settings().UNAVAILABLE_RETRY_AFTER
+        raise MCPError(
+            code=types.INTERNAL_ERROR,
+            message=f"The database is unavailable right now; retry after {retry_after} s.",
+            data={"unavailable": "database", "retry_after": retry_after},
+        ) from None
 
 
 def _refuse_unnegotiated(ctx: ServerRequestContext[Any], task_id: str) -> None:

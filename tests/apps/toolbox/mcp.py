@@ -243,3 +243,9 @@ def stuck_task() -> dict:
     """Runs only as a task and never finishes in time: its worker is killed under it."""
     _wait(600)
     return {}
+
+
+@mcp_expose.tool(requires_confirmation=True, destructive=True, task="optional")
+def confirmed_task(label: str) -> dict:
+    """Needs a person's yes in the call, before its task is made."""
+    return {"confirmed": label}
