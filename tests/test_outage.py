@@ -172,3 +172,16 @@ def test_a_statement_cancelled_by_its_timeout_is_unavailable() -> None:
         assert database_unavailable(cancelled.value)
     finally:
         wrapper.close()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Seen when a connection attempt meets PostgreSQL shutting down (psycopg's text, from libpq).
+        'connection failed: connection to server at "127.0.0.1", port 5432 failed: Connection reset by peer',
+        "could not send data to server: Broken pipe",
+    ],
+)
+def test_a_connection_the_server_drops_while_shutting_down_is_unavailable(text: str) -> None:
+    assert database_unavailable(OperationalError(text))
+    assert not database_unavailable(OperationalError('relation "no_such_table" does not exist'))

@@ -24,6 +24,8 @@ UNAVAILABLE_MESSAGES = (
     "database is locked",  # SQLite: another connection held the write lock past the busy timeout
     "database table is locked",
     "connection refused",  # PostgreSQL (psycopg): the server is down, restarting or out of reach
+    "connection reset by peer",  # a connection attempt the server dropped as it shut down
+    "broken pipe",
     "could not connect",
     "server closed the connection",
     "connection already closed",
