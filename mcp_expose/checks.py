@@ -283,7 +283,10 @@ def _task_setting_messages(conf: Any) -> list[checks.CheckMessage]:
     messages: list[checks.CheckMessage] = []
     if not conf.TASKS:
         return messages
-    timings = {name: getattr(conf, name) for name in ("TASK_HEARTBEAT", "TASK_LEASE", "TASK_POLL_INTERVAL")}
+    timings = {
+        name: getattr(conf, name)
+        for name in ("TASK_HEARTBEAT", "TASK_LEASE", "TASK_POLL_INTERVAL", "TASK_QUEUE_TIMEOUT")
+    }
     ttl = conf.TASK_TTL
     bad = [name for name, value in timings.items() if not _positive_number(value)]
     if ttl is not None and not _positive_number(ttl):

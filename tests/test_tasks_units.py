@@ -19,7 +19,7 @@ from mcp_expose.calls import tasks
 from mcp_expose.catalog.compiled import compile_catalog
 from mcp_expose.checks import check_settings
 from mcp_expose.core.errors import DeclarationError
-from mcp_expose.core.principal import principal_for_user
+from mcp_expose.core.principal import anonymous_principal, principal_for_user
 from mcp_expose.declare.exposure_state import ExposureState
 from mcp_expose.declare.registry import CapabilityRegistry
 from mcp_expose.models import ToolTask
@@ -144,8 +144,8 @@ def test_questions_park_the_task_and_answers_resume_it_when_all_are_in(owner: An
     assert tasks.park(view.task_id, {"a": NAME_QUESTION, "b": NAME_QUESTION}, '{"asked":{}}')
     row = ToolTask.objects.get(id=view.task_id)
     assert detailed_task(tasks.TaskView.of(row))["inputRequests"] == {"a": NAME_QUESTION, "b": NAME_QUESTION}
-    tasks.answer(row, {"a": {"action": "accept"}, "unknown": {"action": "accept"}}, queued.append)
-    row.refresh_from_db()
+    tasks.answer(row, {"a": {"action": "accept"}, "b": 12345, "unknown": {"action": "accept"}}, queued.append)
+    row.refresh_from_db()  # an answer that is not an object is no answer: b is still pending
     assert row.status == "input_required" and list(row.input_requests) == ["b"]
     assert row.call["responses"] == {"a": {"action": "accept"}} and queued == [view.task_id]
     tasks.answer(row, {"b": {"action": "decline"}}, queued.append)
@@ -174,7 +174,7 @@ def test_prune_deletes_expired_tasks_and_fails_those_of_dead_workers(owner: Any)
     ToolTask.objects.filter(id=dead.task_id).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
     out = StringIO()
     call_command("mcp_prune_usage", stdout=out)
-    assert "Deleted 1 expired tasks; 1 tasks whose worker died marked failed." in out.getvalue()
+    assert "Deleted 1 expired tasks; 1 tasks no worker will finish marked failed." in out.getvalue()
     assert not ToolTask.objects.filter(id=old.task_id).exists()
     assert ToolTask.objects.get(id=dead.task_id).status == "failed"
     assert ToolTask.objects.get(id=fresh.task_id).status == "working"
@@ -248,3 +248,58 @@ def test_the_extension_is_advertised_unless_tasks_are_off() -> None:
     with override_settings(MCP_EXPOSE={"TASKS": False}):
         server = build_server()
     assert server.extensions == {} and server.get_request_handler("tasks/get") is None
+
+
+def test_a_run_no_worker_takes_in_time_fails_instead_of_working_forever(owner: Any) -> None:
+    queued: list[str] = []
+    view = _made(owner, queued)
+    assert tasks.find(view.task_id, owner).status == "working"
+    ToolTask.objects.filter(id=view.task_id).update(updated_at=timezone.now() - timedelta(seconds=601))
+    found = tasks.find(view.task_id, owner)
+    assert found.status == "failed" and found.error == tasks.UNCLAIMED_ERROR and found.call == {}
+
+
+def test_the_worker_runs_as_the_credential_as_it_stands_now(db: None) -> None:
+    """An API key narrowed since runs with less; a revoked one, or an OAuth grant revoked, runs nothing; a
+    refreshed OAuth token carries the grant on."""
+    from oauth2_provider.models import AccessToken, Application
+
+    from mcp_expose.models import ApiKey
+    from mcp_expose.serving.task_worker import _principal_of
+
+    user = User.objects.create_user("ada", password="pw")
+    key, _secret = ApiKey.create_key(user=user, name="k", scopes="mcp library:read library:write")
+    queued: list[str] = []
+    from_key = principal_for_user(
+        user, frozenset({"mcp", "library:read", "library:write"}), "api_key", api_key_id=key.pk
+    )
+    row = ToolTask.objects.get(id=_made(from_key, queued).task_id)
+    assert _principal_of(row).scopes == {"mcp", "library:read", "library:write"}
+    key.scopes = "mcp library:read"
+    key.save()
+    assert _principal_of(row).scopes == {"mcp", "library:read"}
+    key.revoke()
+    assert _principal_of(row) is None
+
+    app = Application.objects.create(
+        name="app", client_id="app-1", client_type="public", authorization_grant_type="authorization-code", user=user
+    )
+    first = AccessToken.objects.create(
+        user=user, application=app, token="t1", scope="mcp library:read", expires=timezone.now() + timedelta(hours=1)
+    )
+    from_token = principal_for_user(
+        user, frozenset({"mcp", "library:read"}), "oauth", client_id="app-1", credential=first
+    )
+    row = ToolTask.objects.get(id=_made(from_token, queued).task_id)
+    assert row.access_token_id == first.pk and _principal_of(row).credential == first
+    refreshed = AccessToken.objects.create(
+        user=user, application=app, token="t2", scope="mcp", expires=timezone.now() + timedelta(hours=1)
+    )
+    first.delete()  # DOT deletes the old access token when the client refreshes, as when it is revoked
+    again = _principal_of(row)
+    assert again.credential == refreshed and again.scopes == {"mcp"}  # no more than the live grant
+    refreshed.delete()
+    assert _principal_of(row) is None
+    with override_settings(MCP_EXPOSE={"ALLOW_ANONYMOUS": False}):
+        anonymous = ToolTask.objects.get(id=_made(anonymous_principal(), queued).task_id)
+        assert _principal_of(anonymous) is None

@@ -47,6 +47,7 @@ class Run:
 ACTIVE = (Status.WORKING, Status.INPUT_REQUIRED)
 # A JSON-RPC error object as a failed task carries it.
 DEAD_WORKER_ERROR = {"code": -32603, "message": "The worker running this task stopped before it finished."}
+UNCLAIMED_ERROR = {"code": -32603, "message": "No worker started this task in time; it was not run."}
 # The longest task id looked up: longer ones are unknown without a query.
 MAX_TASK_ID_LENGTH = 64
 STATUS_MESSAGE_LENGTH = 500
@@ -117,11 +118,12 @@ def create(
     conf = get_settings()
     owner = owner_key(principal)
     limit = conf.MAX_ACTIVE_TASKS_PER_CALLER
-    if limit is not None and _tasks().filter(owner=owner, status__in=ACTIVE).count() >= limit:
+    now = timezone.now()
+    active = _tasks().filter(owner=owner, status__in=ACTIVE).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+    if limit is not None and active.count() >= limit:
         raise TaskRefused(
             "rate_limited", f"You have {limit} tasks working or waiting for input; wait for one to finish."
         )
-    now = timezone.now()
     row = _tasks().create(
         tool_name=tool_name,
         tool_key=tool_key,
@@ -130,6 +132,7 @@ def create(
         credential_method=principal.method,
         api_key_id=principal.api_key_id,
         client_id=principal.client_id or "",
+        access_token_id=_access_token_id(principal),
         scopes=sorted(principal.scopes),
         call=dict(call),
         expires_at=now + timedelta(seconds=conf.TASK_TTL) if conf.TASK_TTL is not None else None,
@@ -141,6 +144,10 @@ def create(
         logger.warning("Could not queue a task for %s: %s", tool_name, type(exc).__name__)
         raise TaskRefused("unavailable", "The task queue is unavailable; try again shortly.") from exc
     return TaskView.of(row)
+
+
+def _access_token_id(principal: Principal) -> int | None:
+    return getattr(principal.credential, "pk", None) if principal.method == "oauth" else None
 
 
 def find(task_id: str, principal: Principal) -> ToolTask | None:
@@ -155,49 +162,35 @@ def find(task_id: str, principal: Principal) -> ToolTask | None:
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
         .first()
     )
-    if found is not None and found.run == Run.RUNNING and fail_if_dead(found, now):
+    if found is not None and found.status == Status.WORKING and fail_abandoned(id=found.id):
         found.refresh_from_db()
     return found
 
 
-def fail_if_dead(row: ToolTask, now: datetime) -> bool:
-    """Fail a running task whose worker has not beaten within the lease (it died). True when it did."""
-    cutoff = now - timedelta(seconds=get_settings().TASK_LEASE)
-    if row.heartbeat_at is None or row.heartbeat_at >= cutoff:
-        return False
-    failed = (
-        _tasks()
-        .filter(id=row.id, status=Status.WORKING, run=Run.RUNNING, heartbeat_at__lt=cutoff)
-        .update(
-            status=Status.FAILED,
-            run=Run.IDLE,
-            error=DEAD_WORKER_ERROR,
-            status_message=DEAD_WORKER_ERROR["message"],
-            finished_at=now,
-            updated_at=now,
-        )
-    )
-    if failed:
-        logger.warning("Task %s of %s failed: its worker stopped beating", row.id[:8], row.tool_name)
-    return bool(failed)
-
-
-def fail_dead_workers() -> int:
-    """Fail every running task whose worker died; the number failed (for pruning and the doctor)."""
+def fail_abandoned(**only: Any) -> int:
+    """Fail working tasks nobody will finish: a run whose worker stopped beating for TASK_LEASE seconds (it died),
+    and a run no worker took within TASK_QUEUE_TIMEOUT seconds of being queued (the job was lost, or no worker
+    serves the queue). The number failed; `only` narrows the rows looked at (one task's id)."""
+    conf = get_settings()
     now = timezone.now()
-    cutoff = now - timedelta(seconds=get_settings().TASK_LEASE)
-    return (
-        _tasks()
-        .filter(status=Status.WORKING, run=Run.RUNNING, heartbeat_at__lt=cutoff)
-        .update(
+    dead = Q(run=Run.RUNNING, heartbeat_at__lt=now - timedelta(seconds=conf.TASK_LEASE))
+    unclaimed = Q(run=Run.QUEUED, updated_at__lt=now - timedelta(seconds=conf.TASK_QUEUE_TIMEOUT))
+    working = _tasks().filter(status=Status.WORKING, **only)
+    failed = 0
+    for condition, error in ((dead, DEAD_WORKER_ERROR), (unclaimed, UNCLAIMED_ERROR)):
+        count = working.filter(condition).update(
             status=Status.FAILED,
             run=Run.IDLE,
-            error=DEAD_WORKER_ERROR,
-            status_message=DEAD_WORKER_ERROR["message"],
+            error=error,
+            status_message=error["message"],
             finished_at=now,
             updated_at=now,
+            call={},
         )
-    )
+        if count:
+            logger.warning("%d task(s) failed: %s", count, error["message"])
+        failed += count
+    return failed
 
 
 def cancel(row: ToolTask) -> bool:
@@ -218,28 +211,34 @@ def cancel(row: ToolTask) -> bool:
     )
 
 
-def answer(row: ToolTask, responses: Mapping[str, Any], enqueue: Callable[[str], None]) -> None:
-    """Take the client's answers to the task's pending questions. Answers to keys not pending are ignored.
-    When none is left pending, the task works again: its run is queued, and it starts from the top with
-    every answer."""
+def answer(
+    row: ToolTask, responses: Mapping[str, Any], enqueue: Callable[[str], None], principal: Principal | None = None
+) -> None:
+    """Take the client's answers to the task's pending questions. Answers to keys not pending, and answers that
+    are not objects (every answer type is one), are ignored. When none is left pending, the task works again:
+    its run is queued, and it starts from the top with every answer (and with the OAuth token the last answer
+    came with: a refreshed token carries the grant on)."""
     with transaction.atomic():
         locked = _tasks().select_for_update().filter(id=row.id, status=Status.INPUT_REQUIRED).first()
         if locked is None:
             return
         pending = dict(locked.input_requests or {})
-        taken = {key: value for key, value in responses.items() if key in pending}
+        taken = {key: value for key, value in responses.items() if key in pending and isinstance(value, dict)}
         if not taken:
             return
         call = dict(locked.call)
         call["responses"] = {**(call.get("responses") or {}), **taken}
         remaining = {key: request for key, request in pending.items() if key not in taken}
-        now = timezone.now()
+        changes: dict[str, Any] = {"call": call, "updated_at": timezone.now()}
+        if principal is not None and _access_token_id(principal) is not None:
+            changes["access_token_id"] = _access_token_id(principal)
+        # Still waiting (a cancellation in between wins).
+        waiting = _tasks().filter(id=row.id, status=Status.INPUT_REQUIRED)
         if remaining:
-            _tasks().filter(id=row.id).update(call=call, input_requests=remaining, updated_at=now)
+            waiting.update(input_requests=remaining, **changes)
             return
-        _tasks().filter(id=row.id).update(
-            call=call, input_requests=None, status=Status.WORKING, run=Run.QUEUED, status_message="", updated_at=now
-        )
+        if not waiting.update(input_requests=None, status=Status.WORKING, run=Run.QUEUED, status_message="", **changes):
+            return
     try:
         enqueue(row.id)
     except Exception as exc:
@@ -302,7 +301,7 @@ def park(task_id: str, input_requests: Mapping[str, Any], state: str, status_mes
         if row is None:
             return False
         call = {**row.call, "state": state, "responses": {}}
-        _tasks().filter(id=task_id).update(
+        _tasks().filter(id=task_id, status=Status.WORKING, run=Run.RUNNING).update(
             status=Status.INPUT_REQUIRED,
             run=Run.IDLE,
             input_requests=dict(input_requests),

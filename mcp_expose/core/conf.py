@@ -181,6 +181,9 @@ DEFAULTS: dict[str, Any] = {
     # task whose heartbeat is older than TASK_LEASE seconds is failed with an internal error: its worker died.
     "TASK_HEARTBEAT": 2.0,
     "TASK_LEASE": 30.0,
+    # A task whose run no worker took within this many seconds of being queued is failed (its job was lost, or
+    # no worker serves the queue). Raise it when tasks may wait longer behind others.
+    "TASK_QUEUE_TIMEOUT": 600.0,
     # Tasks one caller (an API key, an OAuth client for one user) may have working or waiting at once; one more
     # is refused as rate_limited. None: no limit.
     "MAX_ACTIVE_TASKS_PER_CALLER": 20,

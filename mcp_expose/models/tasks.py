@@ -44,6 +44,8 @@ class ToolTask(models.Model):
     credential_method = models.CharField(_("credential"), max_length=20)
     api_key_id = models.BigIntegerField(null=True, blank=True)
     client_id = models.CharField(max_length=200, blank=True)
+    # The OAuth access token last presented for it (its id only): revoking the grant stops the task's next run.
+    access_token_id = models.BigIntegerField(null=True, blank=True)
     scopes = models.JSONField(default=list)
     # What the call came with: arguments, the headers a tool may see, the agent chain, the client's declared
     # capabilities, and the answers it gave so far (the state of the questions asked).

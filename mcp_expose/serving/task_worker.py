@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from asgiref.sync import async_to_sync, sync_to_async
+from django.db.models import Q
 from mcp.shared.exceptions import MCPError
 from mcp_types import methods as sdk_methods
 from mcp_types.version import LATEST_PROTOCOL_VERSION
 
+from mcp_expose.access.scopes import expand_scopes
 from mcp_expose.calls import tasks
 from mcp_expose.calls.confirmation import StaleConfirmation
 from mcp_expose.calls.dispatch import CallRequest, ToolOutcome, call_tool
@@ -102,6 +104,8 @@ async def run(task_id: str) -> None:
         async def call() -> None:
             try:
                 outcome.update(await _call(row, principal, report_progress))
+            except Exception:
+                outcome.update(error=_error_object(internal_error("tools/call (task)")))
             finally:
                 group.cancel_scope.cancel()
 
@@ -167,12 +171,18 @@ async def _settle(
     state: str | None = None,
 ) -> None:
     def settle() -> None:
-        if input_requests is not None and state is not None:
-            tasks.park(task_id, input_requests, state)
-        elif error is not None:
-            tasks.fail(task_id, error)
-        elif result is not None:
-            tasks.complete(task_id, result)
+        try:
+            if input_requests is not None and state is not None:
+                tasks.park(task_id, input_requests, state)
+            elif error is not None:
+                tasks.fail(task_id, error)
+            elif result is not None:
+                tasks.complete(task_id, result)
+        except Exception as exc:
+            if database_unavailable(exc):
+                raise
+            # The outcome cannot be stored as it is (a value the database refuses): the task fails, saying so.
+            tasks.fail(task_id, _error_object(internal_error("tools/call (task)")))
 
     with anyio.CancelScope(shield=True):
         # A database that is down is waited for, up to the lease: past it, readers fail the task as dead anyway.
@@ -198,20 +208,49 @@ def _error_object(error: MCPError) -> dict[str, Any]:
 
 
 def _principal_of(row: ToolTask) -> Principal | None:
-    """The caller the task was made by, as it stands now: None when its credential or user was revoked."""
+    """The caller the task was made by, as it stands now: None when its credential, grant or user was revoked.
+    Its scopes are those it had, narrowed to what the credential still grants."""
     from mcp_expose.models import ApiKey
 
     scopes = frozenset(row.scopes)
-    if row.credential_method == "api_key" and row.api_key_id is not None:
+    if row.credential_method == "api_key":
+        if row.api_key_id is None:
+            return None
         key = ApiKey.objects.select_related("user").filter(pk=row.api_key_id).first()
         if key is None or not key.is_usable:
             return None
-        return principal_for_user(key.user, scopes, "api_key", api_key_id=key.pk, api_key_prefix=key.prefix)
+        return principal_for_user(
+            key.user,
+            scopes & expand_scopes(key.scope_set),
+            "api_key",
+            api_key_id=key.pk,
+            api_key_prefix=key.prefix,
+            credential=key,
+        )
     if row.credential_method == "anonymous":
-        return anonymous_principal(scopes)
+        return anonymous_principal(scopes) if get_settings().ALLOW_ANONYMOUS else None
     user = row.user
     if user is None or not user.is_active:
         return None
     if row.credential_method == "oauth":
-        return principal_for_user(user, scopes, "oauth", client_id=row.client_id)
+        token = _live_grant(row)
+        if token is None:
+            return None
+        granted = expand_scopes(token.scope.split())
+        return principal_for_user(user, scopes & granted, "oauth", client_id=row.client_id, credential=token)
+    if row.credential_method == "local":
+        return principal_for_user(user, scopes, "local", via=str(row.call.get("via") or "stdio"))
     return None
+
+
+def _live_grant(row: ToolTask) -> Any:
+    """The access token to run as: the one last presented for the task if it still exists (DOT deletes a
+    revoked token), else any unexpired token of the same client for the same user (the client refreshed it);
+    None when the grant is gone."""
+    from django.utils import timezone
+    from oauth2_provider.models import get_access_token_model
+
+    tokens = get_access_token_model().objects.filter(application__client_id=row.client_id)
+    mine = tokens.filter(Q(user=row.user) | Q(user__isnull=True, application__user=row.user))
+    token = mine.filter(pk=row.access_token_id).first() if row.access_token_id is not None else None
+    return token or mine.filter(expires__gt=timezone.now()).order_by("-expires").first()

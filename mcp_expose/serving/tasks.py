@@ -73,6 +73,8 @@ async def start_task(
         "responses": {},
         "base_url": request.base_url,
         "client_address": request.client_address,
+        # How a local caller (stdio) came in: its run is the same user's, through the same door.
+        "via": principal.via,
     }
     return await sync_to_async(tasks.create, thread_sensitive=False)(
         entry.name, entry.key, principal, call, enqueue_run
@@ -83,28 +85,29 @@ def register_task_methods(server: Server[Any], resolve: Resolver) -> None:
     """Serve tasks/get, tasks/update and tasks/cancel, and advertise the extension."""
     server.extensions[TASKS_EXTENSION] = {}
 
-    async def owned_task(ctx: ServerRequestContext[Any], params: TaskParams) -> Any:
+    async def owned_task(ctx: ServerRequestContext[Any], params: TaskParams) -> tuple[Any, Principal]:
         _refuse_unnegotiated(ctx, params.task_id)
         principal, _catalog = await resolve(ctx)
         row = await _in_thread(tasks.find, params.task_id, principal)
         if row is None:
             raise MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TASK)
-        return row
+        return row, principal
 
     async def get_task(ctx: ServerRequestContext[Any], params: TaskParams) -> Any:
-        return detailed_task(TaskView.of(await owned_task(ctx, params)))
+        row, _principal = await owned_task(ctx, params)
+        return detailed_task(TaskView.of(row))
 
     async def update_task(ctx: ServerRequestContext[Any], params: UpdateTaskParams) -> Any:
         if len(params.input_responses) > MAX_INPUT_RESPONSES:
             raise MCPError(
                 code=types.INVALID_PARAMS, message=f"At most {MAX_INPUT_RESPONSES} input responses per update."
             )
-        row = await owned_task(ctx, params)
-        await _in_thread(tasks.answer, row, params.input_responses, enqueue_run)
+        row, principal = await owned_task(ctx, params)
+        await _in_thread(tasks.answer, row, params.input_responses, enqueue_run, principal)
         return {}
 
     async def cancel_task(ctx: ServerRequestContext[Any], params: TaskParams) -> Any:
-        row = await owned_task(ctx, params)
+        row, _principal = await owned_task(ctx, params)
         await _in_thread(tasks.cancel, row)
         return {}
 

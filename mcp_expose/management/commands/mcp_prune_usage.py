@@ -10,8 +10,8 @@ from django.utils import timezone
 class Command(BaseCommand):
     help = (
         "Delete usage rows, hourly listing counts and answered confirmations older than --days, in batches; mark "
-        "lapsed ones expired. Delete MCP tasks past their time to live (TASK_TTL), and fail running tasks whose "
-        "worker died."
+        "lapsed ones expired. Delete MCP tasks past their time to live (TASK_TTL), and fail those no worker will "
+        "finish (a run whose worker died, or that no worker took)."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -34,12 +34,12 @@ class Command(BaseCommand):
         confirmations = _delete_in_batches(
             Confirmation.objects.filter(created_at__lt=cutoff).exclude(status=Confirmation.Status.PENDING), batch_size
         )
-        dead = tasks.fail_dead_workers()
+        dead = tasks.fail_abandoned()
         expired_tasks = _delete_in_batches(ToolTask.objects.filter(expires_at__lt=now), batch_size)
         self.stdout.write(
             f"Deleted {calls} tool calls, {listings} hourly listing counts and {confirmations} confirmations older than {days} days; "
             f"{expired} unanswered confirmations marked expired. "
-            f"Deleted {expired_tasks} expired tasks; {dead} tasks whose worker died marked failed."
+            f"Deleted {expired_tasks} expired tasks; {dead} tasks no worker will finish marked failed."
         )
 
 
