@@ -76,6 +76,20 @@ def test_model_tools_take_tasks_per_action(registry: CapabilityRegistry) -> None
         mcp_expose.ModelTools(Book, actions=["list"], tasks={"delete": "required"}, registry=CapabilityRegistry())
 
 
+def test_view_backed_tools_take_task_for_every_action_or_per_action(registry: CapabilityRegistry) -> None:
+    from project.library import api
+
+    mcp_expose.expose_view(api.BookViewSet, actions=["list", "retrieve"], task="optional", registry=registry)
+    mcp_expose.expose_view(api.LoanViewSet, actions=["list", "retrieve"], task={"list": "required"}, registry=registry)
+    supports = {capability.key: capability.task_support for capability in registry}
+    assert supports == {
+        "library.books.list": "optional",
+        "library.books.retrieve": "optional",
+        "library.loans.list": "required",
+        "library.loans.retrieve": None,
+    }
+
+
 @pytest.fixture
 def owner(db: None) -> Any:
     user = User.objects.create_user("owner", password="pw")

@@ -197,9 +197,9 @@ async def call_tool(
         raise
     finally:
         record.duration_ms = (time.perf_counter() - started) * 1000
-        if record.outcome == TASK_STARTED:
-            pass  # the call's row is the task's run, written by its worker
-        elif not usage_writer.queue_or_none(record):  # no batching writer in this process: write it now
+        # A call that became a task has no row of its own (its worker's run writes it); without a batching
+        # writer in this process, the row is written now.
+        if record.outcome != TASK_STARTED and not usage_writer.queue_or_none(record):
             with anyio.CancelScope(shield=True):
                 await sync_to_async(usage.write, thread_sensitive=False)(record)
 

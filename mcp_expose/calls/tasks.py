@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.principal import Principal
+from mcp_expose.core.task_states import ACTIVE, TaskRun, TaskStatus
 
 if TYPE_CHECKING:
     from mcp_expose.models import ToolTask
@@ -27,24 +28,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_expose.tasks")
 
 
-class Status:
-    """A task's status on the wire (`ToolTask.Status`, readable before the models are)."""
-
-    WORKING = "working"
-    INPUT_REQUIRED = "input_required"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    values = (WORKING, INPUT_REQUIRED, COMPLETED, FAILED, CANCELLED)
-
-
-class Run:
-    QUEUED = "queued"
-    RUNNING = "running"
-    IDLE = "idle"
-
-
-ACTIVE = (Status.WORKING, Status.INPUT_REQUIRED)
+Status = TaskStatus
+Run = TaskRun
 # A JSON-RPC error object as a failed task carries it.
 DEAD_WORKER_ERROR = {"code": -32603, "message": "The worker running this task stopped before it finished."}
 UNCLAIMED_ERROR = {"code": -32603, "message": "No worker started this task in time; it was not run."}
@@ -162,9 +147,19 @@ def find(task_id: str, principal: Principal) -> ToolTask | None:
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
         .first()
     )
-    if found is not None and found.status == Status.WORKING and fail_abandoned(id=found.id):
+    if found is not None and _abandoned(found, now) and fail_abandoned(id=found.id):
         found.refresh_from_db()
     return found
+
+
+def _abandoned(row: ToolTask, now: datetime) -> bool:
+    """Whether `fail_abandoned` would fail this row (read without a write: tasks/get is polled)."""
+    conf = get_settings()
+    if row.status != Status.WORKING:
+        return False
+    if row.run == Run.RUNNING:
+        return row.heartbeat_at is not None and row.heartbeat_at < now - timedelta(seconds=conf.TASK_LEASE)
+    return row.run == Run.QUEUED and row.updated_at < now - timedelta(seconds=conf.TASK_QUEUE_TIMEOUT)
 
 
 def fail_abandoned(**only: Any) -> int:

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from mcp_expose.core.task_states import ACTIVE, TaskRun, TaskStatus
+
 
 def new_task_id() -> str:
     """An unguessable id (192 random bits): a task id may be all that stands between a task and a stranger."""
@@ -16,21 +18,9 @@ def new_task_id() -> str:
 
 
 class ToolTask(models.Model):
-    class Status(models.TextChoices):
-        WORKING = "working", _("working")
-        INPUT_REQUIRED = "input_required", _("input required")
-        COMPLETED = "completed", _("completed")
-        FAILED = "failed", _("failed")
-        CANCELLED = "cancelled", _("cancelled")
-
-    class Run(models.TextChoices):
-        """Where a working task is in its worker's hands."""
-
-        QUEUED = "queued", _("queued")
-        RUNNING = "running", _("running")
-        IDLE = "idle", _("idle")
-
-    ACTIVE = (Status.WORKING.value, Status.INPUT_REQUIRED.value)
+    Status = TaskStatus
+    Run = TaskRun
+    ACTIVE = ACTIVE
 
     id = models.CharField(primary_key=True, max_length=64, default=new_task_id, editable=False)
     tool_name = models.CharField(_("tool"), max_length=128)

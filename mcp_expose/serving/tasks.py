@@ -76,7 +76,7 @@ async def start_task(
         # How a local caller (stdio) came in: its run is the same user's, through the same door.
         "via": principal.via,
     }
-    return await sync_to_async(tasks.create, thread_sensitive=False)(
+    return await sync_to_async(tidies_connections(tasks.create), thread_sensitive=False)(
         entry.name, entry.key, principal, call, enqueue_run
     )
 
