@@ -8,6 +8,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AccessDenied",
+    "App",
     "Conflict",
     "InvalidInput",
     "InvocationContext",
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from mcp_expose.core.context import InvocationContext
     from mcp_expose.core.errors import AccessDenied, Conflict, InvalidInput, NotFound, ToolError
     from mcp_expose.core.principal import Principal
+    from mcp_expose.declare.apps import App
     from mcp_expose.declare.model_tools import ModelTools
     from mcp_expose.declare.resources import prompt, resource
     from mcp_expose.declare.tools import tool
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "tool": ".declare.tools",
+    "App": ".declare.apps",
     "expose_view": ".declare.view_tools",
     "ModelTools": ".declare.model_tools",
     "resource": ".declare.resources",

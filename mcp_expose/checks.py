@@ -327,3 +327,32 @@ def _task_setting_messages(conf: Any) -> list[checks.CheckMessage]:
 
 def _positive_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+@checks.register(checks.Tags.templates)
+def check_app_templates(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Every MCP App page's template exists and compiles: a host that cannot read a tool's page shows nothing."""
+    from django.template import TemplateDoesNotExist, TemplateSyntaxError
+    from django.template.loader import get_template
+
+    messages: list[checks.CheckMessage] = []
+    for capability in default_registry:
+        if capability.app is None:
+            continue
+        try:
+            get_template(capability.app.template)
+        except TemplateDoesNotExist:
+            problem = "does not exist"
+        except TemplateSyntaxError as exc:
+            problem = f"does not compile: {exc}"
+        else:
+            continue
+        messages.append(
+            checks.Error(
+                f"{capability.key}: its MCP App template {capability.app.template!r} {problem}.",
+                hint="Create it in a templates folder Django searches (TEMPLATES' DIRS, or an app's templates/).",
+                obj=capability.origin,
+                id="mcp_expose.E019",
+            )
+        )
+    return messages

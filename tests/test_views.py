@@ -1,31 +1,35 @@
-"""View- and model-backed tools: the same request over HTTP and over MCP, as the same user, must agree."""
+"""View- and model-backed tools: the same request over HTTP and over MCP, as the same user, must agree.
+
+The MCP side is `mcp_expose.testing`'s client, the way a project tests its own tools: the real server and
+dispatcher, in this test's transaction (pytest-django's plain `db`), each answer read off the wire.
+"""
 
 from __future__ import annotations
 
 import logging
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
+import mcp_types as types
 import pytest
-from asgiref.sync import async_to_sync
-from django.contrib.auth.models import AnonymousUser, Permission, User
+from django.contrib.auth.models import Permission, User
 from django.core.cache import cache
 from django.test import Client
 
 from mcp_expose import ModelTools
-from mcp_expose.access.scopes import expand_scopes
-from mcp_expose.calls.dispatch import ToolOutcome, call_tool
 from mcp_expose.catalog.compiled import provider
-from mcp_expose.core.errors import DeclarationError, UnknownTool
-from mcp_expose.core.principal import Principal, principal_for_user
+from mcp_expose.core.errors import DeclarationError
 from mcp_expose.declare.json_schemas import thaw
 from mcp_expose.declare.model_tools import ACTIONS as MODEL_ACTIONS
 from mcp_expose.declare.registry import CapabilityRegistry
+from mcp_expose.testing import McpTestClient, assert_cannot_call, assert_tool_error
 from project.library.models import Author, Book, Loan
 from project.library.seed import seed_library
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 SCOPES = frozenset({"mcp", "library:read", "library:write"})
 
@@ -63,13 +67,38 @@ def author_id(name: str) -> int:
     return Author.objects.get(name=name).pk
 
 
-def mcp(user: Any, tool: str, arguments: dict[str, Any] | None = None) -> ToolOutcome:
-    principal = (
-        principal_for_user(user, SCOPES, "api_key")
-        if user is not None
-        else Principal(user=AnonymousUser(), scopes=SCOPES, method="oauth", client_id="machine")
-    )
-    return async_to_sync(call_tool)(provider.get_sync(), principal, tool, arguments or {})
+@dataclass(frozen=True)
+class Answer:
+    """A call's result as it came over the wire, read as the dispatcher's outcome: the value (one that is not
+    an object arrives as {"result": ...}), or the failure."""
+
+    result: types.CallToolResult
+
+    @property
+    def ok(self) -> bool:
+        return not self.result.is_error
+
+    @property
+    def value(self) -> Any:
+        content = self.result.structured_content
+        assert content is not None and not self.result.is_error, self.result
+        return content["result"] if set(content) == {"result"} else content
+
+    @property
+    def failure(self) -> Any:
+        error = assert_tool_error(self.result)
+        return SimpleNamespace(code=error["code"], message=error["message"], details=error.get("details"))
+
+
+def caller(user: Any, scopes: frozenset[str] = SCOPES) -> McpTestClient:
+    """`user` with `scopes`; None: an anonymous caller, with the settings' anonymous scopes."""
+    return McpTestClient(user, scopes) if user is not None else McpTestClient()
+
+
+def mcp(user: Any, tool: str, arguments: dict[str, Any] | None = None) -> Answer:
+    result = caller(user).call_tool(tool, arguments or {})
+    assert isinstance(result, types.CallToolResult), result
+    return Answer(result)
 
 
 def http(user: User) -> Client:
@@ -78,8 +107,7 @@ def http(user: User) -> Client:
     return client
 
 
-def failure(outcome: ToolOutcome) -> str:
-    assert outcome.failure is not None, outcome.value
+def failure(outcome: Answer) -> str:
     return outcome.failure.code
 
 
@@ -262,7 +290,8 @@ def test_form_views_keep_their_permissions_and_validation(alice: User, librarian
     assert Author.objects.get(name="Octavia Butler").born == 1947
 
 
-def test_login_required_views_refuse_callers_without_a_user() -> None:
+def test_login_required_views_refuse_callers_without_a_user(settings: Any) -> None:
+    settings.MCP_EXPOSE = {**settings.MCP_EXPOSE, "ALLOW_ANONYMOUS": True, "ANONYMOUS_SCOPES": ["library:read"]}
     assert failure(mcp(None, "library.my_summary")) == "permission_denied"
     assert Client().get("/me/summary/").status_code == 302
 
@@ -315,29 +344,24 @@ def test_model_list_filters_orders_and_pages(librarian: User) -> None:
 
 
 def test_model_tools_follow_model_permissions(alice: User, librarian: User) -> None:
-    with pytest.raises(UnknownTool):
-        mcp(alice, "library.authors.list")
+    assert_cannot_call(caller(alice), "library.authors.list")
     alice.user_permissions.add(Permission.objects.get(codename="view_author"))
-    alice = User.objects.get(pk=alice.pk)
     assert (
         mcp(alice, "library.authors.get", {"id": author_id("Ursula K. Le Guin")}).value["name"] == "Ursula K. Le Guin"
     )
-    with pytest.raises(UnknownTool):
-        mcp(alice, "library.authors.create", {"name": "Someone"})
+    assert_cannot_call(caller(alice), "library.authors.create", {"name": "Someone"})
 
 
 def test_a_token_granted_reading_cannot_write_authors(librarian: User) -> None:
-    reading = principal_for_user(librarian, expand_scopes(["library:read"]), "api_key")
-    catalog = provider.get_sync()
-    listed = async_to_sync(call_tool)(catalog, reading, "library.authors.list", {})
-    assert listed.failure is None and listed.value["results"]
+    reading = caller(librarian, frozenset({"library:read"}))  # widened to "mcp" too, as a credential's scopes are
+    listed = reading.call_tool("library.authors.list", {})
+    assert Answer(listed).value["results"]
     for tool, arguments in [
         ("library.authors.create", {"name": "Ada Lovelace"}),
         ("library.authors.update", {"id": author_id("Carl Sagan"), "born": 1}),
         ("library.authors.delete", {"id": author_id("Carl Sagan")}),
     ]:
-        with pytest.raises(UnknownTool):
-            async_to_sync(call_tool)(catalog, reading, tool, arguments)
+        assert_cannot_call(reading, tool, arguments)
     assert not Author.objects.filter(name="Ada Lovelace").exists()
     assert Author.objects.get(name="Carl Sagan").born == 1934
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.core.principal import Principal
+from mcp_expose.declare.apps import served_to
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,7 @@ def decide(principal: Principal, entry: ToolEntry) -> Decision:
     return ALLOWED
 
 
-def visible_tools(catalog: Catalog, principal: Principal) -> tuple[ToolEntry, ...]:
-    """The entries `principal` may use, in catalog order."""
-    return tuple(entry for entry in catalog.tools if decide(principal, entry).allowed)
+def visible_tools(catalog: Catalog, principal: Principal, *, apps: bool = False) -> tuple[ToolEntry, ...]:
+    """The entries `principal` may use, in catalog order; `apps`: the client negotiated MCP Apps (else tools
+    only an app may call are left out)."""
+    return tuple(entry for entry in catalog.tools if served_to(entry.app, apps) and decide(principal, entry).allowed)

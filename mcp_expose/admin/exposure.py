@@ -11,7 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
-from django.urls import path
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
@@ -55,6 +55,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
         "tool_name",
         "enabled",
         "kind",
+        "ui_display",
         "key",
         "scopes_display",
         "confirmation_display",
@@ -80,11 +81,20 @@ class ExposedToolAdmin(admin.ModelAdmin):
         "declared_annotations",
         "declared_confirmation",
         "declared_tasks",
+        "declared_app",
         "declared_description",
         "input_schema",
         "output_schema",
     ]
-    readonly_fields = ["key", "stale", "effective_annotations", *declared_fields, "created_at", "updated_at"]
+    readonly_fields = [
+        "key",
+        "stale",
+        "effective_annotations",
+        "ui_preview",
+        *declared_fields,
+        "created_at",
+        "updated_at",
+    ]
     fieldsets = [
         (None, {"fields": ["key", "enabled", "stale"]}),
         (
@@ -103,6 +113,16 @@ class ExposedToolAdmin(admin.ModelAdmin):
                     "log_argument_values",
                     "tasks_allowed",
                 ],
+            },
+        ),
+        (
+            _("MCP App"),
+            {
+                "fields": ["ui_enabled", "ui_preview"],
+                "description": _(
+                    "Hosts that render MCP Apps show the tool's results with the page its code declares. Off, "
+                    "every client gets the tool as text and structured results; the tool itself stays on."
+                ),
             },
         ),
         (
@@ -199,6 +219,11 @@ class ExposedToolAdmin(admin.ModelAdmin):
         extra = [
             path("overview/", self.admin_site.admin_view(self.overview_view), name="mcp_expose_exposedtool_overview"),
             path("<int:object_id>/try/", self.admin_site.admin_view(self.try_view), name="mcp_expose_exposedtool_try"),
+            path(
+                "<int:object_id>/ui-preview/",
+                self.admin_site.admin_view(self.ui_preview_view),
+                name="mcp_expose_exposedtool_ui_preview",
+            ),
         ]
         return [*extra, *super().get_urls()]
 
@@ -209,6 +234,14 @@ class ExposedToolAdmin(admin.ModelAdmin):
         if not request.user.has_perm("mcp_expose.try_exposedtool"):
             raise PermissionDenied
         return try_tool(self, request, object_id)
+
+    def ui_preview_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """The tool's MCP App page as a host gets it, in a sandboxed frame (no data: a host sends that)."""
+        from mcp_expose.operator.admin_views import preview_app
+
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return preview_app(self, request, object_id)
 
     def overview_view(self, request: HttpRequest) -> HttpResponse:
         """What a user, or an OAuth client with given scopes, would see in tools/list, and why not the rest."""
@@ -275,6 +308,31 @@ class ExposedToolAdmin(admin.ModelAdmin):
         if capability.task_support == "required":
             return str(_("required: runs only as a task (clients without tasks get -32021)"))
         return str(_("optional: a task for clients that support them, a direct call for others"))
+
+    @admin.display(description=_("MCP App"))
+    def declared_app(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        app = capability.app if capability is not None else None
+        if app is None:
+            return str(_("none: results are text and structured content"))
+        return _pretty_json(
+            {"template": app.template, "resourceUri": app.resource_uri, **app.tool_meta(), **app.resource_meta()}
+        )
+
+    @admin.display(description=_("UI"))
+    def ui_display(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        if capability is None or capability.app is None:
+            return "—"
+        return capability.app.template if obj.ui_enabled else str(_("off"))
+
+    @admin.display(description=_("preview"))
+    def ui_preview(self, obj: ExposedTool) -> str:
+        capability = self._capability(obj)
+        if obj.pk is None or capability is None or capability.app is None:
+            return "—"
+        url = reverse("admin:mcp_expose_exposedtool_ui_preview", args=[obj.pk])
+        return format_html('<a href="{}">{}</a>', url, _("Preview the page"))
 
     @admin.display(description=_("effective annotations"))
     def effective_annotations(self, obj: ExposedTool) -> str:

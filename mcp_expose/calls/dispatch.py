@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import anyio
-from asgiref.sync import sync_to_async
 
 from mcp_expose.access.policy import decide
 from mcp_expose.calls import confirmation, ratelimit, usage, usage_writer
@@ -47,10 +46,11 @@ from mcp_expose.core.context import (
     no_log,
     no_progress,
 )
-from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.db import in_worker_thread, tidies_connections
 from mcp_expose.core.errors import InvalidInput, UnknownTool
 from mcp_expose.core.outage import outage
 from mcp_expose.core.principal import Principal
+from mcp_expose.declare.apps import apps_negotiated, served_to
 from mcp_expose.declare.registry import APPROVAL_PAGE_CHANNEL, Signature
 
 logger = logging.getLogger("mcp_expose.dispatch")
@@ -144,10 +144,11 @@ def invocation_context(entry: ToolEntry, principal: Principal, request: CallRequ
     )
 
 
-def resolve_tool(catalog: Catalog, principal: Principal, name: str) -> ToolEntry:
-    """The entry the caller may call, or `UnknownTool`: missing, disabled and forbidden look alike."""
+def resolve_tool(catalog: Catalog, principal: Principal, name: str, *, apps: bool = False) -> ToolEntry:
+    """The entry the caller may call, or `UnknownTool`: missing, disabled and forbidden look alike (and, for a
+    client without MCP Apps, a tool only an app may call)."""
     entry = catalog.get(name)
-    if entry is None or not decide(principal, entry).allowed:
+    if entry is None or not served_to(entry.app, apps) or not decide(principal, entry).allowed:
         raise UnknownTool(name)
     return entry
 
@@ -171,7 +172,7 @@ async def call_tool(
         protocol_version=request.protocol_version or "",
     )
     try:
-        entry = resolve_tool(catalog, principal, name)
+        entry = resolve_tool(catalog, principal, name, apps=apps_negotiated(request.client.capabilities))
         record.tool_key = entry.key
         record.argument_bytes, record.argument_keys, record.argument_values = usage.describe_arguments(
             arguments, entry.log_argument_values
@@ -201,7 +202,7 @@ async def call_tool(
         # writer in this process, the row is written now.
         if record.outcome != TASK_STARTED and not usage_writer.queue_or_none(record):
             with anyio.CancelScope(shield=True):
-                await sync_to_async(usage.write, thread_sensitive=False)(record)
+                await in_worker_thread(usage.write)(record)
 
 
 def _describe_outcome(record: usage.CallRecord, outcome: ToolOutcome) -> None:
@@ -233,7 +234,7 @@ def _describe_outcome(record: usage.CallRecord, outcome: ToolOutcome) -> None:
         )
 
 
-_hit_in_thread = sync_to_async(ratelimit.hit, thread_sensitive=False)
+_hit_in_thread = in_worker_thread(ratelimit.hit)
 
 
 async def _run(
@@ -306,7 +307,7 @@ async def validate(
     signature: Signature = entry.capability.signature
     if signature.varies_by_caller:
         for_caller = tidies_connections(signature.for_caller)
-        signature = cast("Signature", await sync_to_async(for_caller, thread_sensitive=False)(principal))
+        signature = cast("Signature", await in_worker_thread(for_caller)(principal))
     try:
         return signature.validate_arguments(arguments)
     except InvalidInput as refusal:
@@ -314,14 +315,14 @@ async def validate(
             raise
         context = invocation_context(entry, principal, request)
         explain = tidies_connections(signature.explain_refusal)
-        raise await sync_to_async(explain, thread_sensitive=False)(refusal, arguments, context) from None
+        raise await in_worker_thread(explain)(refusal, arguments, context) from None
 
 
 async def claim_round(request: CallRequest) -> None:
     """A repeated call answers one round, once: a replayed request state is refused (`StaleConfirmation`)."""
     round_id = request.client.round_id
     if request.request_state is not None and round_id is not None:
-        if not await sync_to_async(asking.claim_round, thread_sensitive=False)(round_id):
+        if not await in_worker_thread(asking.claim_round)(round_id):
             raise StaleConfirmation("this round was already answered")
 
 
@@ -334,21 +335,19 @@ async def _confirm(entry: ToolEntry, principal: Principal, arguments: Mapping[st
     state = read_state(request.request_state)
     if confirmation.CONFIRMED_KEY in state and request.request_state is not None:
         # A later round: the tool asked its client more after the person said yes.
-        await sync_to_async(confirmation.continue_confirmed, thread_sensitive=False)(
-            entry, principal, arguments, request.request_state
-        )
+        await in_worker_thread(confirmation.continue_confirmed)(entry, principal, arguments, request.request_state)
         return
     if entry.confirmation_channel == APPROVAL_PAGE_CHANNEL or not request.can_elicit:
-        approved = await sync_to_async(confirmation.check_approval_page, thread_sensitive=False)(
+        approved = await in_worker_thread(confirmation.check_approval_page)(
             entry, principal, arguments, request.base_url
         )
         # Questions the tool asks next carry the approval, so a later round needs no second one.
         client.carried = {confirmation.CONFIRMED_KEY: approved}
         return
     if confirmation.STATE_KEY not in state:
-        raise await sync_to_async(confirmation.ask_in_client, thread_sensitive=False)(entry, principal, arguments)
+        raise await in_worker_thread(confirmation.ask_in_client)(entry, principal, arguments)
     assert request.request_state is not None  # the state names the question answered
-    ran = await sync_to_async(confirmation.answer_from_client, thread_sensitive=False)(
+    ran = await in_worker_thread(confirmation.answer_from_client)(
         entry,
         principal,
         arguments,

@@ -15,14 +15,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import anyio
-from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 
 from mcp_expose.calls.results import to_json_value
 from mcp_expose.catalog.compiled import ToolEntry
 from mcp_expose.core.content import as_bundle
 from mcp_expose.core.context import InvocationContext
-from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.db import in_worker_thread, tidies_connections
 
 
 class CallAbandoned(Exception):
@@ -63,6 +62,9 @@ class Abandonment:
         self._lock = threading.Lock()
         self.abandoned = False
         self.committed = False
+        # Set while the call's transaction rolls back: inside a caller's own transaction (a test's) that is a
+        # savepoint's rollback, sent as a query, which the refusal of abandoned queries must let through.
+        self.unwinding = False
 
     def abandon(self) -> bool:
         """Give up on the call; False when it had already committed."""
@@ -106,7 +108,7 @@ def _injected(entry: ToolEntry, context: InvocationContext) -> dict[str, Any]:
 
 def _refuse_when_abandoned(state: Abandonment) -> Callable[..., Any]:
     def wrapper(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
-        if state.abandoned:
+        if state.abandoned and not state.unwinding:
             raise CallAbandoned("the caller stopped waiting for this call")
         return execute(sql, params, many, context)
 
@@ -134,18 +136,23 @@ def _call_sync(entry: ToolEntry, arguments: Mapping[str, Any], context: Invocati
         try:
             value = _project(entry, _call_target(entry, arguments, context))
         except BaseException as exc:
-            atomic.__exit__(type(exc), exc, exc.__traceback__)
+            _roll_back(atomic, exc, state)
             raise
         try:
             state.commit(atomic)
         except CallAbandoned as exc:
-            atomic.__exit__(type(exc), exc, exc.__traceback__)
+            _roll_back(atomic, exc, state)
             raise
         return value
 
 
+def _roll_back(atomic: Any, exc: BaseException, state: Abandonment) -> None:
+    state.unwinding = True
+    atomic.__exit__(type(exc), exc, exc.__traceback__)
+
+
 # Made once: building the wrapper costs about as much as the rest of the hop's Python.
-_call_sync_in_thread = sync_to_async(_call_sync, thread_sensitive=False)
+_call_sync_in_thread = in_worker_thread(_call_sync)
 
 
 async def invoke(entry: ToolEntry, arguments: Mapping[str, Any], context: InvocationContext) -> Any:

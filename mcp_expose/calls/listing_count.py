@@ -10,12 +10,11 @@ import time
 from datetime import datetime
 
 import anyio
-from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.db import in_worker_thread, tidies_connections
 from mcp_expose.core.outage import database_unavailable, outage
 
 logger = logging.getLogger("mcp_expose.usage")
@@ -84,7 +83,7 @@ class ListingTally:
             # Shielded: once the thread is adding, the outcome is known before a cancellation lands. Else a
             # listing cancelled meanwhile would take its count back while the thread still wrote it.
             with anyio.CancelScope(shield=True):
-                unwritten = await sync_to_async(_count_hours, thread_sensitive=False)(taken)
+                unwritten = await in_worker_thread(_count_hours)(taken)
         finally:
             self._flushing = False
         self._backoff = min(max(self._backoff * 2, 1.0), self.MAX_BACKOFF) if unwritten else 0.0

@@ -7,8 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from asgiref.sync import sync_to_async
-
 from mcp_expose.access.policy import decide
 from mcp_expose.calls import ratelimit
 from mcp_expose.calls.dispatch import CLIENT_QUESTIONS, CallRequest, caller_identity, claim_round, invocation_context
@@ -16,6 +14,7 @@ from mcp_expose.calls.failures import ToolFailure, failure_for
 from mcp_expose.calls.invoke import ToolTimeout, invoke
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.core.content import CONTENT_TYPES, ContentBundle, Text
+from mcp_expose.core.db import in_worker_thread
 from mcp_expose.core.errors import McpExposeError
 from mcp_expose.core.principal import Principal
 
@@ -56,9 +55,7 @@ class Message:
 async def _execute(entry: ToolEntry, values: Mapping[str, Any], principal: Principal, request: CallRequest) -> Any:
     await claim_round(request)
     if entry.rate_limit is not None and request.request_state is None:
-        decision = await sync_to_async(ratelimit.hit, thread_sensitive=False)(
-            entry.key, caller_identity(principal), entry.rate_limit
-        )
+        decision = await in_worker_thread(ratelimit.hit)(entry.key, caller_identity(principal), entry.rate_limit)
         if not decision.allowed:
             raise ReadFailed(
                 ToolFailure(
@@ -151,11 +148,7 @@ async def complete(
     if source is None:
         return [], 0
     if callable(source):
-        found = (
-            await source(prefix)
-            if inspect.iscoroutinefunction(source)
-            else await sync_to_async(source, thread_sensitive=False)(prefix)
-        )
+        found = await source(prefix) if inspect.iscoroutinefunction(source) else await in_worker_thread(source)(prefix)
         candidates = [str(value) for value in found]
     else:
         folded = prefix.casefold()

@@ -12,12 +12,13 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from mcp_expose.catalog.revision import current_revision
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.outage import database_unavailable, outage
 from mcp_expose.core.rates import stricter_rate
+from mcp_expose.declare.apps import App
 from mcp_expose.declare.exposure_state import ExposureState
 from mcp_expose.declare.names import name_problem
 from mcp_expose.declare.prompt_templates import capability_for
@@ -60,6 +61,8 @@ class ToolEntry:
     log_argument_values: bool = False
     # Whether a call may ("optional") or must ("required") run as an MCP task; None: always directly.
     task_support: TaskSupport | None = None
+    # The template that shows its result as an MCP App; None when code declares none or the row switched it off.
+    app: App | None = None
 
     @property
     def input_schema(self) -> Mapping[str, Any]:
@@ -111,6 +114,20 @@ class Catalog:
 
     def get(self, name: str) -> ToolEntry | None:
         return self.by_name.get(name)
+
+    def app_pages(self) -> Mapping[str, tuple[App, tuple[ToolEntry, ...]]]:
+        """Each `ui://` page this revision serves: the app that declares it (the first tool's, when several
+        tools share a template) and the tools shown with it."""
+
+        def build() -> Mapping[str, tuple[App, tuple[ToolEntry, ...]]]:
+            pages: dict[str, tuple[App, tuple[ToolEntry, ...]]] = {}
+            for entry in self.tools:
+                if entry.app is not None:
+                    app, users = pages.get(entry.app.resource_uri, (entry.app, ()))
+                    pages[entry.app.resource_uri] = (app, (*users, entry))
+            return MappingProxyType(pages)
+
+        return cast("Mapping[str, tuple[App, tuple[ToolEntry, ...]]]", self.remember("app_pages", build))
 
     def get_prompt(self, name: str) -> ToolEntry | None:
         return next((entry for entry in self.prompts if entry.name == name), None)
@@ -195,6 +212,7 @@ def compile_catalog(
             ),
             log_argument_values=capability.log_argument_values or bool(row and row.log_argument_values),
             task_support=task_support,
+            app=capability.app if row is None or row.ui_enabled else None,
         )
         if capability.kind in TOOL_KINDS:
             tools.append(entry)

@@ -187,6 +187,12 @@ DEFAULTS: dict[str, Any] = {
     # Tasks one caller (an API key, an OAuth client for one user) may have working or waiting at once; one more
     # is refused as rate_limited. None: no limit.
     "MAX_ACTIVE_TASKS_PER_CALLER": 20,
+    # Tools declared with app= show their results as MCP Apps (the io.modelcontextprotocol/ui extension) to clients
+    # that negotiated it: advertised, their pages served as ui:// resources, `_meta.ui` on their definitions.
+    # False: never advertised, and every client gets those tools as text and structured results.
+    "APPS": True,
+    # The largest page (bytes of rendered HTML, inlined assets included) a ui:// resource may be; larger is an error.
+    "APP_MAX_PAGE_BYTES": 2 * 1024 * 1024,
     # Publish a server card (SEP-2127) at /.well-known/mcp/server-card: None for none, or a dict with the card's
     # reverse-DNS "name" ("com.example/library"), and optionally "description", "version" and "websiteUrl".
     "SERVER_CARD": None,

@@ -31,5 +31,7 @@ class ExposureState:
     log_argument_values: bool = False
     # Off: a tool whose code supports tasks runs every call directly (one that requires a task is not served).
     tasks_allowed: bool = True
+    # Off: a tool whose code shows its result as an MCP App is served without it.
+    ui_enabled: bool = True
     # Annotation hints the admin set (read_only, destructive, idempotent, open_world); None keeps the declared one.
     annotations: Mapping[str, bool | None] = field(default_factory=dict)

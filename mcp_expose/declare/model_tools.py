@@ -20,6 +20,7 @@ from mcp_expose.core.errors import Conflict, DeclarationError, InvalidInput
 from mcp_expose.declare.adapters.cursors import CURSOR_MAX_LENGTH, cursor_for_values, read_cursor
 from mcp_expose.declare.adapters.field_schema import serializer_input_schema
 from mcp_expose.declare.adapters.http import field_errors
+from mcp_expose.declare.apps import AppDeclaration, app_field
 from mcp_expose.declare.json_schemas import capped_parameters, object_schema
 from mcp_expose.declare.registry import (
     Annotations,
@@ -69,6 +70,7 @@ class ModelTools:
     Scopes: `read_scopes` for list/get and `write_scopes` for create/update/delete, so that a token granted
     reading cannot write; `scopes` instead applies to every action (one or the other, not both).
     `tasks`: action → "optional" or "required", to run those calls as MCP tasks (a long list or a bulk update).
+    `apps`: action → `mcp_expose.App(...)` or a template name, to show those results as MCP Apps.
     """
 
     def __init__(
@@ -90,6 +92,7 @@ class ModelTools:
         enabled: bool = True,
         rate_limit: str = "",
         tasks: Mapping[str, TaskSupport] | None = None,
+        apps: Mapping[str, AppDeclaration] | None = None,
         registry: CapabilityRegistry | None = None,
     ) -> None:
         self.model = model
@@ -116,6 +119,9 @@ class ModelTools:
         self.tasks = dict(tasks or {})
         if unknown_tasks := sorted(set(self.tasks) - set(self.actions)):
             raise DeclarationError(f"{self.origin}: tasks= names actions not declared: {unknown_tasks}.")
+        self.apps = dict(apps or {})
+        if unknown_apps := sorted(set(self.apps) - set(self.actions)):
+            raise DeclarationError(f"{self.origin}: apps= names actions not declared: {unknown_apps}.")
         self.capabilities = [
             target_registry.register(
                 self._capability(
@@ -208,6 +214,7 @@ class ModelTools:
             rate_limit=rate_limit,
             call_style="mapping",
             **task_fields(self.tasks.get(action), False, f"{self.origin}.{action}"),
+            **app_field(self.apps.get(action), f"{self.origin}.{action}"),
         )
 
     def _description(self, action: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from mcp_expose.core.errors import DeclarationError
 from mcp_expose.core.rates import parse_rate
+from mcp_expose.declare.apps import App
 from mcp_expose.declare.names import name_problem, scope_problem
 from mcp_expose.declare.schema import LazySignature, SchemaSignature, ToolSignature
 
@@ -78,6 +79,8 @@ class Capability:
     # `context.continue_as_task()`, and its questions before that are rounds of the call itself.
     task_support: TaskSupport | None = None
     task_starts_in_call: bool = False
+    # Shown by a template as an MCP App, for clients that negotiated the extension.
+    app: App | None = None
     # "keywords": target(**arguments, **injected); "mapping": target(arguments, context) (views, models).
     call_style: Literal["keywords", "mapping"] = "keywords"
     # Resources: the URI or URI template ("app://orders/{id}") and the contents' media type.

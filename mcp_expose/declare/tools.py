@@ -9,6 +9,7 @@ from typing import Any
 from django.apps import apps
 
 from mcp_expose.core.errors import DeclarationError
+from mcp_expose.declare.apps import AppDeclaration, app_field
 from mcp_expose.declare.registry import (
     Annotations,
     Capability,
@@ -43,6 +44,7 @@ def tool(
     log_argument_values: bool = False,
     task: TaskSupport | None = None,
     task_starts_in_call: bool = False,
+    app: AppDeclaration = None,
     input_schema: Mapping[str, Any] | None = None,
     key: str | None = None,
     registry: CapabilityRegistry | None = None,
@@ -63,6 +65,8 @@ def tool(
     clients get a task, others a direct call) or "required" (others get -32021). The
     task runs in a worker of Django's Tasks framework; with `task_starts_in_call`
     the call runs until the function calls `context.continue_as_task()`.
+    `app` shows the result with a template, as an MCP App: `mcp_expose.App(template=...,
+    visibility=..., ...)`, or just the template's name.
     `input_schema` replaces the schema read from type hints with a JSON Schema
     served as written (for what type hints cannot say, such as conditionals);
     the function then receives the validated arguments as keyword arguments.
@@ -98,6 +102,7 @@ def tool(
             max_result_bytes=max_result_bytes,
             log_argument_values=log_argument_values,
             **task_fields(task, task_starts_in_call, origin),
+            **app_field(app, origin),
         )
         (registry if registry is not None else default_registry).register(capability)
         return target

@@ -12,6 +12,7 @@ from django.apps import apps
 from mcp_expose.core.errors import DeclarationError
 from mcp_expose.declare.adapters import django_views, drf, drf_operations
 from mcp_expose.declare.adapters.routes import Route, routes_for, unwrap
+from mcp_expose.declare.apps import AppDeclaration, app_field, app_for_action
 from mcp_expose.declare.registry import (
     Annotations,
     Capability,
@@ -58,6 +59,7 @@ def expose_view(
     max_result_bytes: int | None = None,
     log_argument_values: bool = False,
     task: TaskSupport | Mapping[str, TaskSupport] | None = None,
+    app: AppDeclaration | Mapping[str, AppDeclaration] = None,
     registry: CapabilityRegistry | None = None,
 ) -> list[Capability]:
     """Declare tools for a routed view: every ViewSet action, APIView method or Django view method.
@@ -69,7 +71,8 @@ def expose_view(
     `name` overrides it (a string for one operation, a mapping action → name for several).
     Annotations derive from the HTTP method; deletes need confirmation unless told otherwise
     (`requires_confirmation` takes what `@tool` takes). `task` ("optional" or "required", as for `@tool`, or a
-    mapping action → either) runs calls as MCP tasks.
+    mapping action → either) runs calls as MCP tasks. `app` (what `@tool` takes, or a mapping action → it)
+    shows results with a template, as an MCP App.
     Returns the capabilities registered.
     """
     origin = f"{getattr(view, '__module__', '?')}.{getattr(view, '__qualname__', repr(view))}"
@@ -140,6 +143,7 @@ def expose_view(
             ),
             call_style="mapping",
             **task_fields(task.get(action) if isinstance(task, Mapping) else task, False, origin),
+            **app_field(app_for_action(app, action), origin),
             **common,
         )
         registered.append(target_registry.register(capability))

@@ -108,6 +108,14 @@ class ExposedTool(models.Model):
             "task is then not served."
         ),
     )
+    ui_enabled = models.BooleanField(
+        _("show its UI"),
+        default=True,
+        help_text=_(
+            "For tools whose code shows results with a template (an MCP App): off serves the tool without it, "
+            "to every client, as text and structured results."
+        ),
+    )
     read_only_hint = models.BooleanField(
         _("read-only hint"), null=True, blank=True, help_text=_("Override the declared hint; blank keeps it.")
     )
@@ -171,6 +179,7 @@ class ExposedTool(models.Model):
             max_result_bytes=self.max_result_bytes,
             log_argument_values=self.log_argument_values,
             tasks_allowed=self.tasks_allowed,
+            ui_enabled=self.ui_enabled,
             annotations={
                 "read_only": self.read_only_hint,
                 "destructive": self.destructive_hint,

@@ -14,6 +14,7 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
 from mcp_expose.access.scopes import expand_scopes
+from mcp_expose.calls.app_pages import PageFailed, render_app
 from mcp_expose.calls.dispatch import CallRequest, call_tool
 from mcp_expose.catalog.compiled import CatalogProvider, provider
 from mcp_expose.core.asking import TaskRequired
@@ -129,3 +130,30 @@ def catalog_overview(model_admin: Any, request: HttpRequest) -> HttpResponse:
         problems=catalog.problems,
     )
     return TemplateResponse(request, "admin/mcp_expose/exposedtool/overview.html", context)
+
+
+def preview_app(model_admin: Any, request: HttpRequest, object_id: int) -> HttpResponse:
+    """The tool's MCP App page, rendered as a host would get it (whether or not its row switched it off)."""
+    row = ExposedTool.objects.filter(pk=object_id).first()
+    catalog = provider.get_sync()
+    capability = catalog.capabilities.get(row.key) if row is not None else None
+    app = capability.app if capability is not None else None
+    if row is None or capability is None or app is None:
+        raise Http404("This tool has no MCP App page.")
+    users = [entry.name for entry in catalog.tools if entry.capability.app == app] or [capability.name]
+    html, error = "", ""
+    try:
+        html = render_app(app, users)
+    except PageFailed as exc:
+        error = str(exc)
+    context = _context(
+        model_admin,
+        request,
+        _("The page of %(name)s") % {"name": str(row)},
+        row=row,
+        app=app,
+        html=html,
+        size=len(html.encode()),
+        error=error,
+    )
+    return TemplateResponse(request, "admin/mcp_expose/exposedtool/ui_preview.html", context)

@@ -54,6 +54,7 @@ from mcp_expose.core.content import ContentBundle
 from mcp_expose.core.context import LogSender, no_log
 from mcp_expose.core.db import tidies_connections
 from mcp_expose.core.principal import Principal
+from mcp_expose.declare.apps import apps_negotiated
 from mcp_expose.declare.json_schemas import thaw
 from mcp_expose.serving.fastpath_legacy import (
     INITIALIZED,
@@ -133,7 +134,14 @@ async def serve_listing(
 ) -> bool:
     """Send the encoded listing and say True; or let the SDK answer (and count it, as it counts every
     listing it serves), keep its answer for next time, and say False."""
-    key = (*visibility(principal, catalog), plain.version)
+    # A client that negotiated MCP Apps is sent the tools' `_meta.ui` (and the tools only apps may call).
+    # (Without pages in the catalog the listing is the same either way: nothing to read then.)
+    apps = (
+        plain.modern
+        and bool(catalog.app_pages())
+        and apps_negotiated(_declared_capabilities(plain.params.get("_meta") or {}))
+    )
+    key = (*visibility(principal, catalog), plain.version, apps)
     varying = catalog.remember(
         "varying-tools", lambda: tuple(entry for entry in catalog.tools if entry.varies_by_caller)
     )

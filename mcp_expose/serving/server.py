@@ -21,6 +21,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_expose import __version__
 from mcp_expose.access.policy import decide, visible_tools
+from mcp_expose.calls.app_pages import pages_for
 from mcp_expose.calls.dispatch import CallRequest, ToolOutcome, call_tool
 from mcp_expose.calls.listing_count import ListingTally
 from mcp_expose.calls.reading import ReadFailed, UnknownPrompt, UnknownResource, complete, get_prompt, read_resource
@@ -30,8 +31,10 @@ from mcp_expose.core.chain import read_chain
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.errors import InvalidInput, UnknownTool
 from mcp_expose.core.principal import Principal
+from mcp_expose.declare.apps import EXTENSION_ID, URI_PREFIX, apps_negotiated
 from mcp_expose.declare.json_schemas import thaw
 from mcp_expose.declare.uri_templates import is_template
+from mcp_expose.serving.app_pages import page_listing, read_page
 from mcp_expose.serving.events import audience_of
 from mcp_expose.serving.listening import BoundedListen
 from mcp_expose.serving.request_context import (
@@ -94,9 +97,13 @@ def build_server(
         _refuse_cursor(params)
         principal, catalog = await resolve(ctx)
         await count_listing()
-        definitions = catalog.remember("tool_definitions", lambda: {e.name: tool_definition(e) for e in catalog.tools})
-        visible = visible_tools(catalog, principal)
-        own = await caller_definitions(visible, principal) if any(entry.varies_by_caller for entry in visible) else {}
+        apps = apps_negotiated(ctx.session.client_capabilities)
+        definitions = catalog.remember(
+            ("tool_definitions", apps), lambda: {e.name: tool_definition(e, apps=apps) for e in catalog.tools}
+        )
+        visible = visible_tools(catalog, principal, apps=apps)
+        varying = any(entry.varies_by_caller for entry in visible)
+        own = await caller_definitions(visible, principal, apps) if varying else {}
         tools = [own.get(entry.name) or definitions[entry.name] for entry in visible]
         return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
 
@@ -142,6 +149,8 @@ def build_server(
             for entry in catalog.resources
             if not is_template(entry.uri) and decide(principal, entry).allowed
         ]
+        if apps_negotiated(ctx.session.client_capabilities):
+            resources += [page_listing(page) for page in pages_for(catalog, principal)]
         return types.ListResourcesResult(resources=resources, ttl_ms=0, cache_scope="private")
 
     async def list_resource_templates(
@@ -165,6 +174,8 @@ def build_server(
     async def read(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams) -> Any:
         principal, catalog = await resolve(ctx)
         uri = str(params.uri)
+        if uri.startswith(URI_PREFIX):
+            return await read_page(catalog, principal, uri)
         try:
             entry, value = await read_resource(catalog, principal, uri, call_request(ctx, params))
         except UnknownResource:
@@ -268,6 +279,8 @@ def build_server(
     )
     if conf.TASKS:
         register_task_methods(server, resolve)
+    if conf.APPS:
+        server.extensions[EXTENSION_ID] = {}
     if stateful_legacy:
         # Registered directly: these 2025-11-25 methods are gone from 2026-07-28, where the SDK answers 404.
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_log_level)

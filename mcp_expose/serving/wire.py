@@ -11,7 +11,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import mcp_types as types
-from asgiref.sync import sync_to_async
 from mcp.shared.exceptions import MCPError
 
 from mcp_expose.calls.confirmation import StaleConfirmation
@@ -20,7 +19,7 @@ from mcp_expose.calls.results import compact_json, structured
 from mcp_expose.catalog.compiled import ToolEntry
 from mcp_expose.core.asking import MissingClientCapability
 from mcp_expose.core.content import Audio, ContentBundle, EmbeddedResource, Image, Text
-from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.db import in_worker_thread, tidies_connections
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.json_schemas import thaw
 from mcp_expose.serving.task_wire import created_result
@@ -50,8 +49,12 @@ def prompt_definition(entry: ToolEntry) -> types.Prompt:
     )
 
 
-def tool_definition(entry: ToolEntry, input_schema: Mapping[str, Any] | None = None) -> types.Tool:
-    """The tool as `tools/list` sends it; `input_schema` is the caller's, for a tool whose schema varies."""
+def tool_definition(
+    entry: ToolEntry, input_schema: Mapping[str, Any] | None = None, *, apps: bool = False
+) -> types.Tool:
+    """The tool as `tools/list` sends it; `input_schema` is the caller's, for a tool whose schema varies.
+    `apps`: the client negotiated MCP Apps, so a tool shown by a page says which (`_meta.ui`); others never
+    see that key."""
     annotations = entry.annotations.as_dict()
     return types.Tool(
         name=entry.name,
@@ -60,16 +63,17 @@ def tool_definition(entry: ToolEntry, input_schema: Mapping[str, Any] | None = N
         input_schema=thaw(input_schema if input_schema is not None else entry.input_schema),
         output_schema=thaw(entry.output_schema) if entry.output_schema is not None else None,
         annotations=types.ToolAnnotations.model_validate(annotations) if annotations else None,
+        _meta={"ui": entry.app.tool_meta()} if apps and entry.app is not None else None,
     )
 
 
-@sync_to_async(thread_sensitive=False)
+@in_worker_thread
 @tidies_connections
-def caller_definitions(entries: Iterable[ToolEntry], principal: Principal) -> dict[str, types.Tool]:
+def caller_definitions(entries: Iterable[ToolEntry], principal: Principal, apps: bool) -> dict[str, types.Tool]:
     """The definitions of the tools whose schema depends on who calls, made for `principal` (in a worker
     thread: the view's code runs to tell)."""
     return {
-        entry.name: tool_definition(entry, entry.input_schema_for(principal))
+        entry.name: tool_definition(entry, entry.input_schema_for(principal), apps=apps)
         for entry in entries
         if entry.varies_by_caller
     }

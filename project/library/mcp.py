@@ -51,7 +51,9 @@ def search_books(
     return [_summary(book) for book in books[:limit]]
 
 
-@mcp_expose.tool(read_only=True, open_world=False, scopes=["library:read"])
+@mcp_expose.tool(
+    read_only=True, open_world=False, scopes=["library:read"], app=mcp_expose.App("library/apps/book_card.html")
+)
 def get_book(book_id: Annotated[int, Field(description="The book's id, as search_books returns it.")]) -> BookDetail:
     """Everything the library knows about one book, including how many copies are on the shelf."""
     book = Book.objects.select_related("author").get(pk=book_id)
@@ -204,7 +206,12 @@ async def shelf_report(context: InvocationContext) -> dict[str, object]:
 mcp_expose.expose_view(api.BookViewSet, actions=["list", "retrieve"], scopes=["library:read"])
 mcp_expose.expose_view(api.BookViewSet, actions=["create", "partial_update", "destroy"], scopes=["library:write"])
 mcp_expose.expose_view(
-    api.LoanViewSet, actions=["list", "retrieve"], scopes=["library:read"], name={"list": "library.loans.mine"}
+    api.LoanViewSet,
+    actions=["list", "retrieve"],
+    scopes=["library:read"],
+    name={"list": "library.loans.mine"},
+    # Hosts with MCP Apps show the list as a table (templates/library/apps/loan_table.html).
+    app={"list": mcp_expose.App("library/apps/loan_table.html", title="Your loans")},
 )
 mcp_expose.expose_view(api.LoanViewSet, actions=["create", "destroy", "return_book"], scopes=["library:write"])
 # Addressed by slug; a PATCH may change the slug itself, so the URL's is the url_slug argument.

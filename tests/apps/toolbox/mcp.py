@@ -249,3 +249,39 @@ def stuck_task() -> dict:
 def confirmed_task(label: str) -> dict:
     """Needs a person's yes in the call, before its task is made."""
     return {"confirmed": label}
+
+
+# MCP Apps: a page with what a host must be told (CSP, permissions, border), a tool only that page may call, and
+# one that needs a scope most keys do not have.
+PANEL = mcp_expose.App(
+    "toolbox/panel.html",
+    connect_domains=["https://api.example.com"],
+    resource_domains=["https://cdn.example.com"],
+    permissions=["clipboard-write"],
+    prefers_border=True,
+    title="Toolbox panel",
+)
+
+
+@mcp_expose.tool(read_only=True, app=PANEL)
+def panel_count(count: int = 3) -> dict[str, int]:
+    """A count, shown on the toolbox panel."""
+    return {"count": count}
+
+
+@mcp_expose.tool(read_only=True, app=mcp_expose.App("toolbox/panel.html", visibility=["app"]))
+def panel_refresh(count: int = 0) -> dict[str, int]:
+    """What the panel calls to refresh itself: apps only."""
+    return {"count": count + 1}
+
+
+@mcp_expose.tool(read_only=True, scopes=["toolbox:secret"], app="toolbox/secret_panel.html")
+def secret_panel() -> dict[str, str]:
+    """Needs a scope few keys hold; so does its page."""
+    return {"secret": "kept"}
+
+
+@mcp_expose.tool(read_only=True, app="toolbox/broken.html")
+def broken_panel() -> dict[str, str]:
+    """Its page's template names a static file that does not exist."""
+    return {"ok": "yes"}
