@@ -331,26 +331,27 @@ def _positive_number(value: Any) -> bool:
 
 @checks.register(checks.Tags.templates)
 def check_app_templates(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """Every MCP App page's template exists and compiles: a host that cannot read a tool's page shows nothing."""
-    from django.template import TemplateDoesNotExist, TemplateSyntaxError
-    from django.template.loader import get_template
+    """Every MCP App page renders (its template exists and compiles, the files it inlines are there): a host that
+    cannot read a tool's page shows nothing."""
+    from mcp_expose.calls.app_pages import PageFailed, render_app
 
     messages: list[checks.CheckMessage] = []
     for capability in default_registry:
         if capability.app is None:
             continue
         try:
-            get_template(capability.app.template)
-        except TemplateDoesNotExist:
-            problem = "does not exist"
-        except TemplateSyntaxError as exc:
-            problem = f"does not compile: {exc}"
+            render_app(capability.app, [capability.name])
+        except PageFailed as exc:
+            problem = str(exc)
+        except Exception as exc:  # noqa: BLE001  (whatever the project's template does; named, not raised)
+            problem = f"The page cannot be rendered: {type(exc).__name__}: {exc}"
         else:
             continue
         messages.append(
             checks.Error(
-                f"{capability.key}: its MCP App template {capability.app.template!r} {problem}.",
-                hint="Create it in a templates folder Django searches (TEMPLATES' DIRS, or an app's templates/).",
+                f"{capability.key}: its MCP App page does not render. {problem}",
+                hint="Fix the template: it must be in a folder Django searches (TEMPLATES' DIRS, an app's "
+                "templates/), and every {% mcp_app_static %} file must be found by the staticfiles finders.",
                 obj=capability.origin,
                 id="mcp_expose.E019",
             )

@@ -109,6 +109,9 @@ async def test_a_client_without_apps_sees_an_unchanged_tool(
         assert direct.structured_content["title"]
         assert [block.model_dump() for block in direct.content] == [block.model_dump() for block in shown.content]
         assert not any(str(r.uri).startswith("ui://") for r in (await plain.list_resources()).resources)
+        with pytest.raises(MCPError) as unread:
+            await plain.read_resource(BOOK_PAGE)  # nor read: it has no use for one
+        assert unread.value.error.code == -32602
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -131,7 +134,7 @@ async def test_calls_from_an_app_go_through_our_policy(live: LiveServer, admin: 
         assert hidden.value.error.code == -32602  # a page of tools the caller may not use reads as unknown
         with pytest.raises(MCPError) as refused:
             await host.call_tool("toolbox.secret_panel", {})
-        assert refused.value.error.code in (-32602, -32603)
+        assert refused.value.error.code == -32602  # as an unknown tool: the key may not use it
 
 
 async def test_a_broken_template_is_a_clear_error_not_a_traceback(live: LiveServer, admin: str) -> None:

@@ -11,7 +11,7 @@ from django.test import override_settings
 from django.urls import reverse
 
 import mcp_expose
-from mcp_expose.calls.app_pages import PageFailed, UnknownPage, find_page, pages_for, render_app
+from mcp_expose.calls.app_pages import PageFailed, UnknownPage, find_page, pages_for, render_app, render_page
 from mcp_expose.catalog.compiled import compile_catalog
 from mcp_expose.core.errors import DeclarationError
 from mcp_expose.core.principal import principal_for_user
@@ -24,6 +24,16 @@ from mcp_expose.declare.view_tools import expose_view
 APPS_CAPABILITIES = type(
     "Caps", (), {"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}}
 )()
+
+
+def toolbox_templates() -> Any:
+    """The toolbox app's templates, without installing the app (its views need the live tests' URLconf)."""
+    from django.conf import settings
+
+    from .live import ROOT
+
+    engine = {**settings.TEMPLATES[0], "DIRS": [*settings.TEMPLATES[0]["DIRS"], ROOT / "tests/apps/toolbox/templates"]}
+    return override_settings(TEMPLATES=[engine])
 
 
 def declare_card(registry: CapabilityRegistry, app: Any = "toolbox/panel.html", **kwargs: Any) -> None:
@@ -91,6 +101,8 @@ def test_view_and_model_tools_take_an_app_per_action(registry: CapabilityRegistr
         app={"retrieve": "library/apps/book_card.html"},
         registry=registry,
     )
+    with pytest.raises(DeclarationError, match=r"app= names actions not exposed: \['retreive'\]"):
+        expose_view(api.BookViewSet, actions=["retrieve"], app={"retreive": "x.html"}, registry=CapabilityRegistry())
     apps = {capability.key: capability.app for capability in registry}
     assert apps["library.books.retrieve"] == App("library/apps/book_card.html")
     assert apps["library.books.list"] is None
@@ -111,10 +123,40 @@ def test_the_row_switches_the_ui_off_and_keeps_the_tool(registry: CapabilityRegi
     assert off.app_pages() == {}
 
 
+def test_tools_sharing_a_page_must_declare_it_alike(registry: CapabilityRegistry) -> None:
+    declare_card(registry, App("toolbox/panel.html", connect_domains=["https://api.example.com"]))
+
+    @mcp_expose.tool(key="toolbox.other", registry=registry, app=App("toolbox/panel.html", visibility=["app"]))
+    def other() -> str:
+        return "x"
+
+    @mcp_expose.tool(
+        key="toolbox.same",
+        registry=registry,
+        app=App("toolbox/panel.html", visibility=["app"], connect_domains=["https://api.example.com"]),
+    )
+    def same() -> str:
+        return "x"
+
+    catalog = compile_catalog(list(registry), {}, "r1")
+    assert catalog.problems == (
+        "toolbox.other: its MCP App page 'toolbox/panel.html' is declared with other CSP, permissions or title by "
+        "toolbox.card; the page is served as toolbox.card declares it.",
+    )
+    assert [entry.name for entry in catalog.app_pages()["ui://templates/toolbox/panel.html"][1]] == [
+        "toolbox.card",
+        "toolbox.other",
+        "toolbox.same",
+    ]
+
+
 def test_a_tool_only_apps_may_call_is_not_offered_without_apps() -> None:
     only_app = App("x.html", visibility=["app"])
-    assert served_to(only_app, apps=True) and not served_to(only_app, apps=False)
-    assert served_to(App("x.html"), apps=False) and served_to(None, apps=False)
+    assert served_to(only_app, only_app, apps=True) and not served_to(only_app, only_app, apps=False)
+    assert served_to(App("x.html"), App("x.html"), apps=False) and served_to(None, None, apps=False)
+    # Its page switched off, no host can show it, so no client is offered a tool only a page may call.
+    assert not served_to(only_app, None, apps=True)
+    assert served_to(App("x.html"), None, apps=False)
 
 
 def test_the_extension_is_advertised_unless_apps_are_off() -> None:
@@ -149,14 +191,37 @@ def test_a_page_is_read_by_who_may_use_its_tools(registry: CapabilityRegistry, d
         find_page(catalog, stranger, "ui://templates/toolbox/panel.html")
 
 
-def toolbox_templates() -> Any:
-    """The toolbox app's templates, without installing the app (its views need the live tests' URLconf)."""
-    from django.conf import settings
+@pytest.mark.django_db
+@toolbox_templates()
+def test_a_kept_page_names_only_the_tools_its_reader_may_use(
+    registry: CapabilityRegistry, django_user_model: Any
+) -> None:
+    declare_card(registry)
 
-    from .live import ROOT
+    @mcp_expose.tool(key="toolbox.hidden", registry=registry, scopes=["toolbox:secret"], app="toolbox/panel.html")
+    def hidden() -> str:
+        return "x"
 
-    engine = {**settings.TEMPLATES[0], "DIRS": [*settings.TEMPLATES[0]["DIRS"], ROOT / "tests/apps/toolbox/templates"]}
-    return override_settings(TEMPLATES=[engine])
+    catalog = compile_catalog(list(registry), {}, "r1")
+    user = django_user_model.objects.create_user("reader")
+    insider = principal_for_user(user, frozenset({"toolbox:secret"}), "api_key")
+    outsider = principal_for_user(user, frozenset(), "api_key")
+    uri = "ui://templates/toolbox/panel.html"
+    assert "Shown for toolbox.card, toolbox.hidden on" in render_page(catalog, find_page(catalog, insider, uri))
+    # Rendered once per set of tools, so the insider's page (kept first) is not the outsider's.
+    assert "Shown for toolbox.card on" in render_page(catalog, find_page(catalog, outsider, uri))
+
+
+def test_a_page_switched_off_takes_its_app_only_tools_with_it(registry: CapabilityRegistry) -> None:
+    @mcp_expose.tool(key="toolbox.refresh", registry=registry, app=App("toolbox/panel.html", visibility=["app"]))
+    def refresh() -> str:
+        return "x"
+
+    on = compile_catalog(list(registry), {}, "r1").get("toolbox.refresh")
+    rows = {"toolbox.refresh": ExposureState(key="toolbox.refresh", ui_enabled=False)}
+    off = compile_catalog(list(registry), rows, "r2").get("toolbox.refresh")
+    assert on is not None and on.offered(apps=True) and not on.offered(apps=False)
+    assert off is not None and not off.offered(apps=True) and not off.offered(apps=False)
 
 
 @toolbox_templates()
@@ -172,26 +237,51 @@ def test_a_page_renders_with_its_context_and_refuses_what_is_wrong() -> None:
 
 
 def test_inlined_static_files_cannot_close_their_element(tmp_path: Any) -> None:
-    (tmp_path / "evil.js").write_text('var s = "</script><script>alert(1)</SCRIPT>";')
+    (tmp_path / "evil.js").write_text('var s = "</script><script>alert(1)</SCRIPT>"; var t = "<!--<script>";')
+    (tmp_path / "latin1.js").write_bytes("var s = 'caf\xe9';".encode("latin-1"))
     (tmp_path / "big.css").write_text("a{}" * 200_000)
     (tmp_path / "image.png").write_bytes(b"\x89PNG")
     with override_settings(STATICFILES_DIRS=[str(tmp_path)]):
         out = Template('{% load mcp_expose %}{% mcp_app_static "evil.js" %}').render(Context())
         assert out.count("</script>") == 1 and out.endswith("</script>")
         assert "<\\/script><script>alert(1)<\\/SCRIPT>" in out
-        for name, message in (("big.css", "is over"), ("image.png", ".css and .js files only"), ("no.js", "no static")):
+        assert 'var t = "<\\!--<script>"' in out
+        for name, message in (
+            ("big.css", "is over"),
+            ("image.png", ".css and .js files only"),
+            ("no.js", "no static"),
+            ("../settings.js", "no static"),
+            ("latin1.js", "is not UTF-8 text"),
+        ):
             with pytest.raises(TemplateSyntaxError, match=message):
                 Template(f'{{% load mcp_expose %}}{{% mcp_app_static "{name}" %}}').render(Context())
 
 
-def test_the_check_names_a_missing_template(registry: CapabilityRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
+@toolbox_templates()
+def test_the_check_names_a_page_that_does_not_render(
+    registry: CapabilityRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mcp_expose import checks
 
     declare_card(registry, app="toolbox/nowhere.html")
+
+    @mcp_expose.tool(key="toolbox.broken", registry=registry, app="toolbox/broken.html")
+    def broken() -> str:
+        return "x"
+
+    @mcp_expose.tool(key="toolbox.fine", registry=registry, app="toolbox/panel.html")
+    def fine() -> str:
+        return "x"
+
     monkeypatch.setattr(checks, "default_registry", registry)
     messages = checks.check_app_templates()
-    assert [message.id for message in messages] == ["mcp_expose.E019"]
-    assert "toolbox.card: its MCP App template 'toolbox/nowhere.html' does not exist." == messages[0].msg
+    assert [message.id for message in messages] == ["mcp_expose.E019", "mcp_expose.E019"]
+    assert messages[1].msg == (
+        "toolbox.broken: its MCP App page does not render. The page's template 'toolbox/broken.html' has an error."
+    )
+    assert messages[0].msg == (
+        "toolbox.card: its MCP App page does not render. The page's template 'toolbox/nowhere.html' does not exist."
+    )
 
 
 @pytest.mark.django_db
@@ -207,9 +297,9 @@ def test_the_admin_shows_the_ui_and_previews_its_page(admin_client: Any, django_
     preview_url = reverse("admin:mcp_expose_exposedtool_ui_preview", args=[row.pk])
     assert preview_url in change and 'name="ui_enabled"' in change
     preview = admin_client.get(preview_url).content.decode()
-    assert 'sandbox="allow-scripts"' in preview and "srcdoc=" in preview
-    assert "window.mcpApp" in preview  # the page, escaped into the frame's srcdoc
-    assert "<script>" not in preview.split("srcdoc=")[1].split(">")[0]  # (escaped: it cannot run in the admin)
+    assert 'sandbox="allow-scripts"' in preview and 'srcdoc="&lt;!doctype html&gt;' in preview
+    assert "window.mcpApp" in preview  # the page, escaped whole into the frame's srcdoc: it runs only in there
+    assert '<html lang="en">' not in preview and "<style>" not in preview and "<script>" not in preview
     # Switching the UI off keeps the tool; the preview says so.
     row.ui_enabled = False
     row.save()

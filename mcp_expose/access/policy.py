@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.core.principal import Principal
-from mcp_expose.declare.apps import served_to
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,4 +39,4 @@ def decide(principal: Principal, entry: ToolEntry) -> Decision:
 def visible_tools(catalog: Catalog, principal: Principal, *, apps: bool = False) -> tuple[ToolEntry, ...]:
     """The entries `principal` may use, in catalog order; `apps`: the client negotiated MCP Apps (else tools
     only an app may call are left out)."""
-    return tuple(entry for entry in catalog.tools if served_to(entry.app, apps) and decide(principal, entry).allowed)
+    return tuple(entry for entry in catalog.tools if entry.offered(apps) and decide(principal, entry).allowed)

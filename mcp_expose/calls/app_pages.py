@@ -63,7 +63,8 @@ def render_page(catalog: Catalog, page: AppPage) -> str:
     names = [entry.name for entry in page.tools]
     if settings.DEBUG:
         return render_app(page.app, names)
-    return str(catalog.remember(("app_page", page.uri), lambda: render_app(page.app, names)))
+    # Kept per set of tools shown: the page names those the caller may use, and no others.
+    return str(catalog.remember(("app_page", page.uri, tuple(names)), lambda: render_app(page.app, names)))
 
 
 def render_app(app: App, tool_names: list[str]) -> str:

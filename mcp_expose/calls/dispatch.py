@@ -50,7 +50,7 @@ from mcp_expose.core.db import in_worker_thread, tidies_connections
 from mcp_expose.core.errors import InvalidInput, UnknownTool
 from mcp_expose.core.outage import outage
 from mcp_expose.core.principal import Principal
-from mcp_expose.declare.apps import apps_negotiated, served_to
+from mcp_expose.declare.apps import apps_negotiated
 from mcp_expose.declare.registry import APPROVAL_PAGE_CHANNEL, Signature
 
 logger = logging.getLogger("mcp_expose.dispatch")
@@ -148,7 +148,7 @@ def resolve_tool(catalog: Catalog, principal: Principal, name: str, *, apps: boo
     """The entry the caller may call, or `UnknownTool`: missing, disabled and forbidden look alike (and, for a
     client without MCP Apps, a tool only an app may call)."""
     entry = catalog.get(name)
-    if entry is None or not served_to(entry.app, apps) or not decide(principal, entry).allowed:
+    if entry is None or not entry.offered(apps) or not decide(principal, entry).allowed:
         raise UnknownTool(name)
     return entry
 

@@ -18,7 +18,7 @@ from mcp_expose.catalog.revision import current_revision
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.outage import database_unavailable, outage
 from mcp_expose.core.rates import stricter_rate
-from mcp_expose.declare.apps import App
+from mcp_expose.declare.apps import App, served_to
 from mcp_expose.declare.exposure_state import ExposureState
 from mcp_expose.declare.names import name_problem
 from mcp_expose.declare.prompt_templates import capability_for
@@ -68,6 +68,10 @@ class ToolEntry:
     def input_schema(self) -> Mapping[str, Any]:
         """The schema for nobody in particular; `input_schema_for` gives a caller theirs."""
         return self.capability.input_schema
+
+    def offered(self, apps: bool) -> bool:
+        """Whether the tool is offered to a client that did (`apps`) or did not negotiate MCP Apps."""
+        return served_to(self.capability.app, self.app, apps)
 
     @property
     def varies_by_caller(self) -> bool:
@@ -221,6 +225,7 @@ def compile_catalog(
             resources.append(entry)
         else:
             prompts.append(entry)
+    problems.extend(_page_conflicts(tools))
     return Catalog(
         revision=revision,
         tools=tuple(tools),
@@ -230,6 +235,33 @@ def compile_catalog(
         prompts=tuple(prompts),
         capabilities=MappingProxyType(seen),
     )
+
+
+def _page_conflicts(tools: Iterable[ToolEntry]) -> list[str]:
+    """Tools that share a template share one page, whose `_meta.ui` (CSP, permissions) and title are the first
+    tool's: another declaring them otherwise is a mistake the admin should see."""
+    first: dict[str, ToolEntry] = {}
+    problems = []
+    for entry in tools:
+        app = entry.app
+        if app is None:
+            continue
+        seen = first.setdefault(app.template, entry)
+        shown = seen.app
+        if (
+            seen is not entry
+            and shown is not None
+            and (shown.resource_meta(), shown.title)
+            != (
+                app.resource_meta(),
+                app.title,
+            )
+        ):
+            problems.append(
+                f"{entry.key}: its MCP App page {app.template!r} is declared with other CSP, permissions or title "
+                f"by {seen.key}; the page is served as {seen.key} declares it."
+            )
+    return problems
 
 
 def _annotations(declared: Annotations, overrides: Mapping[str, bool | None]) -> Annotations:

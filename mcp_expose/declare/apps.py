@@ -181,7 +181,10 @@ def apps_negotiated(capabilities: Any) -> bool:
     return isinstance(mime_types, list | tuple) and APP_MIME_TYPE in mime_types
 
 
-def served_to(app: App | None, apps: bool) -> bool:
-    """Whether a tool with this app is offered to a client that did (`apps`) or did not negotiate Apps: a tool
-    only the page may call has no use without one."""
-    return apps or app is None or app.model_visible
+def served_to(declared: App | None, shown: App | None, apps: bool) -> bool:
+    """Whether a tool is offered to a client that did (`apps`) or did not negotiate Apps, given the app its code
+    declares and the one it is `shown` with (None when its row switched the page off). A tool only a page may
+    call is offered only to a host that can show that page: never to other clients, nor once its page is off."""
+    if declared is None or declared.model_visible:
+        return True
+    return apps and shown is not None

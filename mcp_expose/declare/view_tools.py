@@ -123,6 +123,10 @@ def expose_view(
                     )
                 )
             break  # one route per Django view: the first named one
+    if isinstance(app, Mapping):
+        exposed = {getattr(operation, "action", method) for _, method, operation, *_ in operations}
+        if unknown_apps := sorted(set(app) - exposed):
+            raise DeclarationError(f"{origin}: app= names actions not exposed: {unknown_apps}.")
     registered = []
     for key, method, operation, signature_factory, target, text in operations:
         action = getattr(operation, "action", method)

@@ -174,7 +174,7 @@ def build_server(
     async def read(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams) -> Any:
         principal, catalog = await resolve(ctx)
         uri = str(params.uri)
-        if uri.startswith(URI_PREFIX):
+        if uri.startswith(URI_PREFIX) and apps_negotiated(ctx.session.client_capabilities):
             return await read_page(catalog, principal, uri)
         try:
             entry, value = await read_resource(catalog, principal, uri, call_request(ctx, params))

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import mcp_types as types
-from asgiref.sync import sync_to_async
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
@@ -26,7 +25,7 @@ from mcp_expose.calls.tasks import TaskView
 from mcp_expose.catalog.compiled import ToolEntry
 from mcp_expose.core.asking import ANSWERS_KEY, TASKS_EXTENSION, TaskRequired, write_state
 from mcp_expose.core.conf import get_settings
-from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.db import in_worker_thread, tidies_connections
 from mcp_expose.core.outage import database_unavailable, outage
 from mcp_expose.core.principal import Principal
 from mcp_expose.serving.request_context import Resolver
@@ -76,9 +75,7 @@ async def start_task(
         # How a local caller (stdio) came in: its run is the same user's, through the same door.
         "via": principal.via,
     }
-    return await sync_to_async(tidies_connections(tasks.create), thread_sensitive=False)(
-        entry.name, entry.key, principal, call, enqueue_run
-    )
+    return await in_worker_thread(tidies_connections(tasks.create))(entry.name, entry.key, principal, call, enqueue_run)
 
 
 def register_task_methods(server: Server[Any], resolve: Resolver) -> None:
@@ -120,7 +117,7 @@ async def _in_thread(func: Callable[..., Any], *args: Any) -> Any:
     """A row operation in a worker thread; a database that is down answers as unavailable (retryable), not as an
     internal error."""
     try:
-        return await sync_to_async(tidies_connections(func), thread_sensitive=False)(*args)
+        return await in_worker_thread(tidies_connections(func))(*args)
     except Exception as exc:
         if not database_unavailable(exc):
             raise

@@ -50,12 +50,18 @@ def mcp_app_static(path: str) -> SafeString:
 
 def _inline_static(path: str) -> SafeString:
     from django.contrib.staticfiles import finders
+    from django.core.exceptions import SuspiciousFileOperation
 
+    if not isinstance(path, str):
+        raise template.TemplateSyntaxError(f"mcp_app_static takes a static file's path, not {path!r}.")
     path = str.__str__(path)  # a plain str: a template literal arrives as a SafeString, which paths refuse
     suffix = Path(path).suffix.lower()
     if suffix not in INLINE_KINDS:
         raise template.TemplateSyntaxError(f"mcp_app_static inlines .css and .js files only, not {path!r}.")
-    found = finders.find(path)
+    try:
+        found = finders.find(path)
+    except SuspiciousFileOperation:
+        found = None  # a path out of the static folders ("../"): there is no such static file
     if not isinstance(found, str):
         raise template.TemplateSyntaxError(f"mcp_app_static: no static file {path!r}.")
     data = Path(found).read_bytes()
@@ -63,7 +69,14 @@ def _inline_static(path: str) -> SafeString:
         raise template.TemplateSyntaxError(
             f"mcp_app_static: {path!r} is over {INLINE_STATIC_MAX_BYTES} bytes; serve it from a CSP domain."
         )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise template.TemplateSyntaxError(f"mcp_app_static: {path!r} is not UTF-8 text.") from None
     opening, closing = INLINE_KINDS[suffix]
     # A closing tag inside the file would end the element early: escape its slash, which CSS and JS both allow.
-    text = CLOSING_TAG.sub(r"<\\/\1", data.decode("utf-8"))
+    text = CLOSING_TAG.sub(r"<\\/\1", text)
+    if suffix == ".js":
+        # "<!--" then "<script" would put the HTML parser in a script's double-escaped state: "<\!--" is the same JS.
+        text = text.replace("<!--", "<\\!--")
     return mark_safe(f"{opening}{text}{closing}")  # noqa: S308  (a project's own static file)

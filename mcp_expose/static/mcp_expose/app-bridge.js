@@ -37,13 +37,17 @@
     post({ method: method, params: params || {} });
   }
 
+  function call(event, listener, args) {
+    try {
+      listener.apply(null, args);
+    } catch (error) {
+      console.error("mcpApp " + event + " listener failed", error);
+    }
+  }
+
   function emit(event, args) {
     listeners[event].forEach(function (listener) {
-      try {
-        listener.apply(null, args);
-      } catch (error) {
-        console.error("mcpApp " + event + " listener failed", error);
-      }
+      call(event, listener, args);
     });
   }
 
@@ -155,8 +159,10 @@
     on: function (event, listener) {
       if (!listeners[event]) throw new Error("mcpApp.on: unknown event " + event);
       listeners[event].push(listener);
-      if (event === "input" && latest.input !== undefined) listener(latest.input);
-      if (event === "result" && latest.result !== undefined) listener(latest.result, dataOf(latest.result));
+      if (event === "input" && latest.input !== undefined) call(event, listener, [latest.input]);
+      if (event === "result" && latest.result !== undefined) {
+        call(event, listener, [latest.result, dataOf(latest.result)]);
+      }
       return app;
     },
     get input() {

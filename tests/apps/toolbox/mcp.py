@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated
 
 import anyio
@@ -269,7 +269,7 @@ def panel_count(count: int = 3) -> dict[str, int]:
     return {"count": count}
 
 
-@mcp_expose.tool(read_only=True, app=mcp_expose.App("toolbox/panel.html", visibility=["app"]))
+@mcp_expose.tool(read_only=True, app=replace(PANEL, visibility=("app",)))
 def panel_refresh(count: int = 0) -> dict[str, int]:
     """What the panel calls to refresh itself: apps only."""
     return {"count": count + 1}
