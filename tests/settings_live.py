@@ -8,6 +8,8 @@
 - MCP_TEST_SQLITE_TIMEOUT=S: SQLite waits S seconds for a lock held by another connection (default 20).
 - MCP_TEST_USAGE_SPILL_DIR=path: USAGE_SPILL_DIR, where usage rows the database cannot take are kept.
 - MCP_TEST_LEGACY_SESSIONS=1: stateful 2025-11-25 sessions.
+- MCP_TEST_BROKEN_APP=1: the toolbox adds a tool whose MCP App page does not render (its E019 would stop every
+  management command, so only the server that shows what a host is answered for it has it).
 - MCP_TEST_TASK_LEASE=S, MCP_TEST_TASK_HEARTBEAT=S, MCP_TEST_TASK_POLL_INTERVAL=S: the MCP task timings, short
   enough for a test to see a dead worker's task fail.
 - MCP_TEST_<SETTING>=N for the long-lived connection limits (MAX_LISTEN_STREAMS, MAX_LISTEN_STREAMS_PER_CALLER,

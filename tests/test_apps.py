@@ -26,7 +26,7 @@ ERAS = ["auto", "legacy"]
 @pytest.fixture(scope="module")
 def live(data: Path) -> Iterator[LiveServer]:
     # Stateful 2025-11-25 sessions: the initialize handshake is where that era's client declares the extension.
-    with run_server(data, **LIVE_SETTINGS, MCP_TEST_LEGACY_SESSIONS="1") as server:
+    with run_server(data, **LIVE_SETTINGS, MCP_TEST_LEGACY_SESSIONS="1", MCP_TEST_BROKEN_APP="1") as server:
         yield server
 
 

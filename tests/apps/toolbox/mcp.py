@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, replace
 from typing import Annotated
@@ -281,7 +282,11 @@ def secret_panel() -> dict[str, str]:
     return {"secret": "kept"}
 
 
-@mcp_expose.tool(read_only=True, app="toolbox/broken.html")
-def broken_panel() -> dict[str, str]:
-    """Its page's template names a static file that does not exist."""
-    return {"ok": "yes"}
+# Only in the server that shows what a host gets for a page that does not render: everywhere else its E019 would
+# stop every management command (db_worker, migrate's checks), as it should.
+if os.environ.get("MCP_TEST_BROKEN_APP") == "1":
+
+    @mcp_expose.tool(read_only=True, app="toolbox/broken.html")
+    def broken_panel() -> dict[str, str]:
+        """Its page's template names a static file that does not exist."""
+        return {"ok": "yes"}
