@@ -17,7 +17,7 @@ class McpExposeConfig(AppConfig):
         from mcp_expose.core.conf import get_settings
         from mcp_expose.declare.discovery import autodiscover
         from mcp_expose.declare.registry import registry
-        from mcp_expose.models import ExposedTool, PromptTemplate, UpstreamServer, UpstreamTool
+        from mcp_expose.models import EndpointToolset, ExposedTool, PromptTemplate, UpstreamServer, UpstreamTool
         from mcp_expose.oauth import checks as oauth_checks  # noqa: F401
         from mcp_expose.signals import row_saved, sync_after_migrate, upstream_saved
 
@@ -35,6 +35,11 @@ class McpExposeConfig(AppConfig):
         post_delete.connect(row_saved, sender=PromptTemplate, dispatch_uid="mcp_expose.prompt_deleted")
         m2m_changed.connect(
             row_saved, sender=ExposedTool.allowed_clients.through, dispatch_uid="mcp_expose.clients_changed"
+        )
+        post_save.connect(row_saved, sender=EndpointToolset, dispatch_uid="mcp_expose.toolset_saved")
+        post_delete.connect(row_saved, sender=EndpointToolset, dispatch_uid="mcp_expose.toolset_deleted")
+        m2m_changed.connect(
+            row_saved, sender=EndpointToolset.capabilities.through, dispatch_uid="mcp_expose.toolset_chosen"
         )
         for model in (UpstreamServer, UpstreamTool):
             label = model._meta.model_name

@@ -9,7 +9,9 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
+from mcp_expose.access.authenticators import configuration_problems as authenticator_problems
 from mcp_expose.core.conf import DEFAULTS, get_settings
+from mcp_expose.core.endpoints import endpoint_problems
 from mcp_expose.declare.adapters.middleware import middleware_factory
 from mcp_expose.declare.registry import CapabilityRegistry
 from mcp_expose.declare.registry import registry as default_registry
@@ -68,6 +70,22 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 )
             )
     messages += _view_middleware_messages(conf.VIEW_MIDDLEWARE)
+    messages += [
+        checks.Error(
+            problem,
+            hint="Each endpoint is {'PATH': '/mcp/<name>', ...} with its own path; see docs/endpoints.md.",
+            id="mcp_expose.E020",
+        )
+        for problem in endpoint_problems() + _endpoints_on_health_paths(conf)
+    ]
+    messages += [
+        checks.Error(
+            f"MCP_EXPOSE['AUTHENTICATORS']: {problem}",
+            hint="Each entry is a dotted path, or {'CLASS': path, 'OPTIONS': {...}}; see docs/authentication.md.",
+            id="mcp_expose.E021",
+        )
+        for problem in authenticator_problems()
+    ]
     messages += _outage_setting_messages(conf)
     messages += _upstream_setting_messages(conf)
     messages += _task_setting_messages(conf)
@@ -92,6 +110,21 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             )
         )
     return messages
+
+
+def _endpoints_on_health_paths(conf: Any) -> list[str]:
+    """An endpoint at a health path would never be reached (or the health check would not)."""
+    from mcp_expose.core.endpoints import endpoints
+    from mcp_expose.serving.health import health_paths
+
+    if endpoint_problems() or not isinstance(conf.PATH, str):
+        return []
+    health = health_paths(conf.PATH.rstrip("/"), conf.HEALTH_PATH) or ()
+    return [
+        f"MCP_EXPOSE['ENDPOINTS'][{endpoint.name!r}]: its path {endpoint.path!r} is a health path (HEALTH_PATH)."
+        for endpoint in endpoints()
+        if endpoint.path in health
+    ]
 
 
 def _view_middleware_messages(paths: Any) -> list[checks.CheckMessage]:

@@ -14,6 +14,7 @@ from django.urls import NoReverseMatch, reverse
 from mcp_expose.access.protected_resource import resource_uri
 from mcp_expose.catalog.compiled import provider
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.endpoints import endpoints
 
 
 def _request_headers(request: HttpRequest) -> dict[str, str]:
@@ -22,13 +23,30 @@ def _request_headers(request: HttpRequest) -> dict[str, str]:
 
 @login_required
 def connect(request: HttpRequest) -> HttpResponse:
-    """The endpoint URL, ready-to-paste client configurations, the scopes, and API keys."""
+    """Every endpoint, and for the one chosen (`?endpoint=name`, the default's otherwise): its URL, ready-to-paste
+    client configurations, the scopes, and API keys."""
+    from django.http import Http404
     from oauth2_provider.settings import oauth2_settings
 
     conf = get_settings()
-    url = resource_uri(request.scheme or "http", _request_headers(request))
-    name = conf.SERVER_NAME
-    catalog = provider.get_sync()
+    scheme, headers = request.scheme or "http", _request_headers(request)
+    whole = provider.get_sync()
+    listed: list[dict[str, Any]] = [
+        {
+            "endpoint": endpoint,
+            "url": resource_uri(scheme, headers, endpoint),
+            "toolset": whole.toolset_of(endpoint).describe(),
+            "tools": len(whole.for_endpoint(endpoint).tools),
+        }
+        for endpoint in endpoints()
+    ]
+    chosen = next((item for item in listed if item["endpoint"].name == request.GET.get("endpoint", "default")), None)
+    if chosen is None:
+        raise Http404("No MCP endpoint has that name.")
+    endpoint = chosen["endpoint"]
+    url = chosen["url"]
+    name = endpoint.server_name
+    catalog = whole.for_endpoint(endpoint)
     scopes = [
         {
             "scope": scope,
@@ -71,6 +89,8 @@ def connect(request: HttpRequest) -> HttpResponse:
         "mcp_expose/connect.html",
         {
             "mcp_url": url,
+            "endpoint": endpoint,
+            "endpoints": listed,
             "configs": configs,
             "scopes": scopes,
             "base_scope": conf.BASE_SCOPE,

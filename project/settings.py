@@ -68,6 +68,7 @@ TEMPLATES = [
 ]
 
 ASGI_APPLICATION = "project.asgi.application"
+WSGI_APPLICATION = "project.wsgi.application"
 
 DATABASES = {
     "default": {
@@ -144,6 +145,18 @@ MCP_EXPOSE = {
     "UPSTREAM_ALLOW_LOOPBACK": True,
     # A server card (SEP-2127) at /.well-known/mcp/server-card.
     "SERVER_CARD": {"name": "io.github.django-mcp-expose/library-demo"},
+    # A second endpoint for partners: only the read-only tools, its own OAuth resource (tokens for /mcp are
+    # refused there, and the other way round), its own name. Its toolset can be changed in the admin.
+    "ENDPOINTS": {
+        "public": {
+            "PATH": "/mcp/public",
+            "SERVER_NAME": "library-public",
+            "SERVER_TITLE": "Library demo (read-only)",
+            "RESOURCE_NAME": "Library demo, read-only",
+            "INSTRUCTIONS": "Read-only tools for a small lending library: search the catalogue and look up books.",
+            "TOOLSET": {"ALL": True, "READ_ONLY": True},
+        },
+    },
 }
 
 REST_FRAMEWORK = {

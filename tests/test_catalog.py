@@ -92,15 +92,15 @@ def test_provider_recompiles_only_when_the_revision_moves(
     from mcp_expose.catalog.revision import bump_revision
 
     provider = CatalogProvider(three)
-    # Four queries per compile, whatever the number of tools: approved upstream tools, rows, their allowed
-    # clients, admin prompts.
-    with django_assert_num_queries(4):
+    # Five queries per compile, whatever the number of tools: approved upstream tools, rows, their allowed
+    # clients, admin prompts, endpoints' toolsets.
+    with django_assert_num_queries(5):
         first = provider.get_sync()
     with django_assert_num_queries(0):
         assert provider.get_sync() is first
     ExposedTool.objects.create(key="app.a", enabled=True)
     bump_revision()
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(5):
         second = provider.get_sync()
     assert second is not first and second.get("app.a") is not None
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from mcp_expose.serving.edge import check_body_size, check_host, check_origin, check_request, origin_allowed
+from mcp_expose.core.requests import origin_allowed
+from mcp_expose.serving.edge import check_body_size, check_host, check_origin, check_request
 
 
 def test_hosts_follow_allowed_hosts() -> None:

@@ -317,3 +317,29 @@ def test_the_worker_runs_as_the_credential_as_it_stands_now(db: None) -> None:
     with override_settings(MCP_EXPOSE={"ALLOW_ANONYMOUS": False}):
         anonymous = ToolTask.objects.get(id=_made(anonymous_principal(), queued).task_id)
         assert _principal_of(anonymous) is None
+
+
+def test_a_task_of_a_project_authenticator_runs_for_its_user_while_active(db: None) -> None:
+    """A DRF class's credential cannot be asked again from a worker: the run acts for the same user, with the
+    call's scopes, until the user is deactivated; and only the same authenticator's caller follows it."""
+    from mcp_expose.serving.task_worker import _principal_of
+
+    user = User.objects.create_user("ada", password="pw")
+    queued: list[str] = []
+    caller = principal_for_user(user, frozenset({"mcp"}), "drf", authenticator="JWTAuthentication")
+    # What serving/tasks.start_task writes into the call for such a caller.
+    call = {"arguments": {}, "state": None, "responses": {}, "authenticator": caller.authenticator}
+    row = ToolTask.objects.get(id=tasks.create("app.job", "app.job", caller, call, queued.append).task_id)
+    assert row.owner == f"drf:JWTAuthentication:{user.pk}"
+    again = _principal_of(row)
+    assert again is not None and (again.method, again.authenticator, again.scopes) == (
+        "drf",
+        "JWTAuthentication",
+        {"mcp"},
+    )
+    other = principal_for_user(user, frozenset({"mcp"}), "drf", authenticator="PartnerAuthentication")
+    assert tasks.owner_key(other) != row.owner
+    user.is_active = False
+    user.save()
+    row.refresh_from_db()
+    assert _principal_of(row) is None

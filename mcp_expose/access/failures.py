@@ -1,4 +1,7 @@
-"""Why a request is refused before any tool is looked at: the 401/400 answers every authenticator shares."""
+"""Why a request is refused before any tool is looked at: the 401/400 answers every authenticator shares.
+
+The descriptions are generic on purpose: they never repeat a credential, or what an authenticator said about it.
+"""
 
 from __future__ import annotations
 
@@ -37,4 +40,19 @@ LEAKED_IN_URL = AuthFailure(
     "The credential sent in the URL has been revoked: URLs are written to logs, so it must be treated as leaked. "
     "Get a new one and send it in the Authorization header only.",
     status=400,
+)
+
+
+# A project's authenticator failed in a way it did not mean to (a bug, a dependency it needs): refused, as any
+# credential we cannot check, without saying more than that to the client. The log names the authenticator.
+UNCHECKABLE = AuthFailure(
+    "invalid_token", "The credentials could not be checked. Try again, or use another credential."
+)
+
+
+# A session cookie is accepted only from this site's own pages: never on a request another site could have made.
+COOKIE_NOT_SAME_ORIGIN = AuthFailure(
+    None,
+    "A session cookie is accepted only on a same-origin request from this site's own pages (with an Origin header). "
+    "Send 'Authorization: Bearer <API key or access token>' instead.",
 )

@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.endpoints import Endpoint, default_endpoint
 from mcp_expose.core.requests import request_scheme
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -32,12 +33,13 @@ def request_origin(scheme: str, headers: Mapping[str, str]) -> str:
     return canonical_uri(f"{request_scheme(scheme, headers)}://{headers.get('host', '')}")
 
 
-def resource_uri(scheme: str, headers: Mapping[str, str]) -> str:
-    """This endpoint's canonical resource URI: the RESOURCE setting, or derived from the request."""
-    configured = get_settings().RESOURCE
-    if configured:
-        return canonical_uri(configured)
-    return canonical_uri(request_origin(scheme, headers) + get_settings().PATH)
+def resource_uri(scheme: str, headers: Mapping[str, str], endpoint: Endpoint | None = None) -> str:
+    """An endpoint's canonical resource URI (the default endpoint's unless named): its configured RESOURCE, or
+    derived from the request's origin and the endpoint's path."""
+    endpoint = endpoint if endpoint is not None else default_endpoint()
+    if endpoint.resource:
+        return canonical_uri(endpoint.resource)
+    return canonical_uri(request_origin(scheme, headers) + endpoint.path)
 
 
 def metadata_url(resource: str) -> str:
@@ -62,16 +64,17 @@ def authorization_servers(origin: str) -> list[str]:
     return [origin + authorize.removesuffix("authorize/").rstrip("/")]
 
 
-def protected_resource_metadata(resource: str, origin: str) -> dict[str, Any]:
+def protected_resource_metadata(resource: str, origin: str, endpoint: Endpoint | None = None) -> dict[str, Any]:
     conf = get_settings()
+    endpoint = endpoint if endpoint is not None else default_endpoint()
     document: dict[str, Any] = {
         "resource": resource,
         "authorization_servers": authorization_servers(origin),
         "scopes_supported": list(conf.SCOPES_SUPPORTED or [conf.BASE_SCOPE]),
         "bearer_methods_supported": ["header"],
     }
-    if conf.RESOURCE_NAME:
-        document["resource_name"] = conf.RESOURCE_NAME
+    if endpoint.resource_name:
+        document["resource_name"] = endpoint.resource_name
     return document
 
 

@@ -4,6 +4,7 @@ Importing the package (as `admin.autodiscover()` does) registers them all.
 """
 
 from mcp_expose.admin.credentials import ApiKeyAdmin
+from mcp_expose.admin.endpoints import EndpointToolsetAdmin
 from mcp_expose.admin.exposure import AppLabelFilter, ExposedToolAdmin
 from mcp_expose.admin.prompts import PromptTemplateAdmin
 from mcp_expose.admin.records import ConfirmationAdmin, CredentialLeakAdmin, ReadOnlyAdmin, ToolCallAdmin
@@ -15,6 +16,7 @@ __all__ = [
     "AppLabelFilter",
     "ConfirmationAdmin",
     "CredentialLeakAdmin",
+    "EndpointToolsetAdmin",
     "ExposedToolAdmin",
     "PromptTemplateAdmin",
     "ReadOnlyAdmin",

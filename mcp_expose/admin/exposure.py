@@ -99,7 +99,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
         (None, {"fields": ["key", "enabled", "stale"]}),
         (
             _("How it is offered"),
-            {"fields": ["wire_name", "title", "description", "extra_scopes", "allowed_clients"]},
+            {"fields": ["wire_name", "title", "description", "extra_scopes", "allowed_clients", "tags"]},
         ),
         (
             _("Safety"),

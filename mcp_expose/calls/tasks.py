@@ -92,6 +92,8 @@ def owner_key(principal: Principal) -> str:
     user_pk = getattr(principal.user, "pk", None)
     if principal.method == "oauth":
         return f"oauth:{principal.client_id}:{user_pk}"
+    if principal.authenticator:
+        return f"{principal.method}:{principal.authenticator}:{user_pk}"
     return f"{principal.method}:{user_pk}"
 
 

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from mcp_expose.catalog.revision import current_revision
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.endpoints import Endpoint, Toolset
 from mcp_expose.core.outage import database_unavailable, outage
 from mcp_expose.core.rates import stricter_rate
 from mcp_expose.declare.apps import App, served_to
@@ -63,6 +64,8 @@ class ToolEntry:
     task_support: TaskSupport | None = None
     # The template that shows its result as an MCP App; None when code declares none or the row switched it off.
     app: App | None = None
+    # The code's tags and the row's.
+    tags: frozenset[str] = frozenset()
 
     @property
     def input_schema(self) -> Mapping[str, Any]:
@@ -108,6 +111,10 @@ class Catalog:
     capabilities: Mapping[str, Capability] = field(default_factory=dict, compare=False, repr=False)
     # What is derived from this revision once and served many times (wire definitions, encoded listings).
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    # The admin's toolset for each endpoint that has a row (others offer what their settings say).
+    toolsets: Mapping[str, Toolset] = field(default_factory=dict, compare=False, repr=False)
+    # The endpoint this catalog is the view of; None for the whole catalog.
+    endpoint: str | None = None
 
     def remember(self, key: Any, build: Callable[[], Any]) -> Any:
         """`build()` once per catalog revision under `key` (a benign race may build it twice)."""
@@ -118,6 +125,39 @@ class Catalog:
 
     def get(self, name: str) -> ToolEntry | None:
         return self.by_name.get(name)
+
+    def toolset_of(self, endpoint: Endpoint) -> Toolset:
+        return self.toolsets.get(endpoint.name, endpoint.toolset)
+
+    def for_endpoint(self, endpoint: Endpoint) -> Catalog:
+        """What `endpoint` offers of this revision: a catalog of its own, made once per revision, with its own
+        memo (so its listings are encoded once, and a request at one endpoint pays nothing for the others)."""
+        toolset = self.toolset_of(endpoint)
+        if not toolset.narrows:
+            return self
+
+        def build() -> Catalog:
+            def offered(entries: Iterable[ToolEntry], is_tool: bool) -> tuple[ToolEntry, ...]:
+                return tuple(
+                    entry
+                    for entry in entries
+                    if toolset.offers(
+                        entry.key, entry.tags, is_tool=is_tool, read_only_hint=entry.annotations.read_only
+                    )
+                )
+
+            tools = offered(self.tools, True)
+            return replace(
+                self,
+                tools=tools,
+                by_name=MappingProxyType({entry.name: entry for entry in tools}),
+                resources=offered(self.resources, False),
+                prompts=offered(self.prompts, False),
+                memo={},
+                endpoint=endpoint.name,
+            )
+
+        return cast(Catalog, self.remember(("endpoint", endpoint.name, toolset), build))
 
     def app_pages(self) -> Mapping[str, tuple[App, tuple[ToolEntry, ...]]]:
         """Each `ui://` page this revision serves: the app that declares it (the first tool's, when several
@@ -154,6 +194,7 @@ def compile_catalog(
     rows: Mapping[str, ExposureState],
     revision: str | None = None,
     prompt_templates: Iterable[Any] = (),
+    toolsets: Mapping[str, Toolset] | None = None,
 ) -> Catalog:
     """Join declarations and rows into the served catalog, in declaration order.
 
@@ -217,6 +258,7 @@ def compile_catalog(
             log_argument_values=capability.log_argument_values or bool(row and row.log_argument_values),
             task_support=task_support,
             app=capability.app if row is None or row.ui_enabled else None,
+            tags=capability.tags | (row.tags if row is not None else frozenset()),
         )
         if capability.kind in TOOL_KINDS:
             tools.append(entry)
@@ -234,6 +276,7 @@ def compile_catalog(
         resources=tuple(resources),
         prompts=tuple(prompts),
         capabilities=MappingProxyType(seen),
+        toolsets=MappingProxyType(dict(toolsets or {})),
     )
 
 
@@ -308,7 +351,11 @@ class CatalogProvider:
             try:
                 upstream, upstream_problems = self._load_upstream()
                 catalog = compile_catalog(
-                    [*self.registry, *upstream], self._load_rows(), revision, self._load_prompts()
+                    [*self.registry, *upstream],
+                    self._load_rows(),
+                    revision,
+                    self._load_prompts(),
+                    self._load_toolsets(),
                 )
             except Exception as exc:
                 if self._catalog is None or not database_unavailable(exc):
@@ -342,6 +389,23 @@ class CatalogProvider:
         from mcp_expose.models import PromptTemplate
 
         return [PromptState.from_row(row) for row in PromptTemplate.objects.filter(enabled=True)]
+
+    @staticmethod
+    def _load_toolsets() -> dict[str, Toolset]:
+        """Each endpoint's toolset row with its chosen capabilities, in one query (a row per choice)."""
+        from mcp_expose.core.endpoints import parse_tags
+        from mcp_expose.models import EndpointToolset
+
+        rows: dict[str, tuple[bool, str, bool, set[str]]] = {}
+        fields = ("endpoint", "offer_everything", "tags", "read_only", "capabilities__key")
+        for endpoint, everything, tags, read_only, key in EndpointToolset.objects.values_list(*fields):
+            chosen = rows.setdefault(endpoint, (everything, tags, read_only, set()))[3]
+            if key is not None:
+                chosen.add(key)
+        return {
+            endpoint: Toolset(everything=everything, tags=parse_tags(tags), keys=frozenset(keys), read_only=read_only)
+            for endpoint, (everything, tags, read_only, keys) in rows.items()
+        }
 
     @staticmethod
     def _load_rows() -> dict[str, ExposureState]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import transaction
 
+from mcp_expose.core.endpoints import endpoints
 from mcp_expose.declare.registry import CapabilityRegistry
 from mcp_expose.declare.registry import registry as default_registry
 
@@ -53,4 +55,26 @@ def sync_exposures(registry: CapabilityRegistry | None = None, *, using: str = "
                 row.stale = True
                 row.save(update_fields=["stale", "updated_at"])
                 report.marked_stale.append(key)
+        report.created.extend(_sync_toolsets(rows, using))
     return report
+
+
+def _sync_toolsets(rows: dict[str, Any], using: str) -> list[str]:
+    """A toolset row for each configured endpoint that has none, as its settings' TOOLSET says."""
+    from mcp_expose.models import EndpointToolset
+
+    have = set(EndpointToolset.objects.using(using).values_list("endpoint", flat=True))
+    created = []
+    for endpoint in endpoints():
+        if endpoint.name in have:
+            continue
+        toolset = endpoint.toolset
+        row = EndpointToolset.objects.using(using).create(
+            endpoint=endpoint.name,
+            offer_everything=toolset.everything,
+            tags=" ".join(sorted(toolset.tags)),
+            read_only=toolset.read_only,
+        )
+        row.capabilities.set([rows[key] for key in sorted(toolset.keys) if key in rows])
+        created.append(f"endpoint {endpoint.name}")
+    return created

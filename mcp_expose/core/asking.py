@@ -161,7 +161,8 @@ class CannotAsk(ToolError):
     code = "client_input_unavailable"
     default_message = (
         "This tool needs to ask the client a question, which this connection cannot carry. Connect with "
-        "protocol revision 2026-07-28, or with a 2025-11-25 client over a stateful session or stdio."
+        "protocol revision 2026-07-28, or with a 2025-11-25 client over stdio or a stateful session (LEGACY_SESSIONS, "
+        "served by the ASGI entry mcp_expose.asgi, not the WSGI one)."
     )
 
 

@@ -31,6 +31,25 @@ DEFAULTS: dict[str, Any] = {
     "ALLOW_ANONYMOUS": False,
     # Scopes an anonymous caller holds when ALLOW_ANONYMOUS is on.
     "ANONYMOUS_SCOPES": [],
+    # Who a request is from: authenticator classes (dotted paths, or {"CLASS": path, "OPTIONS": {...}}), tried in
+    # order; the first that recognizes the credential decides (accepts or refuses it). Ours are the defaults. A DRF
+    # authentication class (simplejwt, TokenAuthentication, a project's) goes through
+    # {"CLASS": "mcp_expose.access.drf_authentication.DrfAuthenticator", "OPTIONS": {"authentication_class": ...}},
+    # and grants no scopes unless its OPTIONS map them. See docs/authentication.md.
+    "AUTHENTICATORS": [
+        "mcp_expose.access.authenticators.ApiKeyAuthenticator",
+        "mcp_expose.access.authenticators.OAuthTokenAuthenticator",
+    ],
+    # Accept Django's session cookie at PATH (this site's own pages calling MCP from the browser). Off: a cookie is
+    # never looked at. On: tried after AUTHENTICATORS (or where its class is listed there), and only on requests
+    # without an Authorization header whose Origin is present and this site's own (or in ALLOWED_ORIGINS), and
+    # that the browser does not mark Sec-Fetch-Site: cross-site.
+    "SESSION_AUTH": False,
+    # Scopes a caller authenticated by its session cookie holds (widened by SCOPE_HIERARCHY).
+    "SESSION_SCOPES": [],
+    # More MCP endpoints besides PATH, each with its own path, OAuth resource, server name and toolset:
+    # {"public": {"PATH": "/mcp/public", ...}}. See docs/endpoints.md.
+    "ENDPOINTS": {},
     # Module name searched in every installed app for declarations.
     "AUTODISCOVER_MODULE": "mcp",
     # Cache alias holding the catalog revision stamp. Must be shared by every process.

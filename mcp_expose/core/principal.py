@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-AuthMethod = Literal["api_key", "oauth", "anonymous", "local"]
+# "drf": a project's DRF authentication class accepted the credential (`authenticator` names it); "session": Django's
+# session cookie, where MCP_EXPOSE["SESSION_AUTH"] allows it.
+AuthMethod = Literal["api_key", "oauth", "anonymous", "local", "drf", "session"]
 # Where the edge puts the authenticated caller in an ASGI scope, for the SDK's handlers and the session manager.
 PRINCIPAL_SCOPE_KEY = "mcp_expose.principal"
 
@@ -30,6 +32,8 @@ class Principal:
     credential: Any = field(default=None, repr=False, compare=False)
     # A local caller presents no credential; this says how it came in instead: "stdio", "command", "admin".
     via: str = ""
+    # The name of the authenticator that accepted the credential, when it is not one of ours (a DRF class's name).
+    authenticator: str = ""
 
     @property
     def is_authenticated(self) -> bool:
@@ -49,6 +53,8 @@ class Principal:
             return f"{who} (API key {self.api_key_prefix})"
         if self.method == "oauth":
             return f"{who} (OAuth client {self.client_id})"
+        if self.authenticator:
+            return f"{who} ({self.method} {self.authenticator})"
         return f"{who} ({self.method})"
 
     def has_scopes(self, required: frozenset[str]) -> bool:

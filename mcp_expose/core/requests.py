@@ -60,3 +60,18 @@ def request_scheme(scheme: str, headers: Mapping[str, str]) -> str:
         if value is not None:
             return "https" if value.split(",", 1)[0].strip() == secure_value else "http"
     return scheme
+
+
+def origin_allowed(origin: str, own_origin: str, allowed: list[str]) -> bool:
+    """Same-origin, or listed (the edge's Origin rule, and the session cookie's). A listed 'scheme://host:*' matches any port of that host."""
+    if origin == own_origin:
+        return True
+    parts = urlsplit(origin)
+    for entry in allowed:
+        if entry == origin:
+            return True
+        if entry.endswith(":*"):
+            entry_parts = urlsplit(entry[:-2])
+            if (parts.scheme, parts.hostname) == (entry_parts.scheme, entry_parts.hostname):
+                return True
+    return False

@@ -33,5 +33,7 @@ class ExposureState:
     tasks_allowed: bool = True
     # Off: a tool whose code shows its result as an MCP App is served without it.
     ui_enabled: bool = True
+    # Tags the admin added to those declared in code (endpoints offer capabilities by tag).
+    tags: frozenset[str] = frozenset()
     # Annotation hints the admin set (read_only, destructive, idempotent, open_world); None keeps the declared one.
     annotations: Mapping[str, bool | None] = field(default_factory=dict)

@@ -29,6 +29,7 @@ from mcp_expose.declare.registry import (
     ConfirmationDeclaration,
     TaskSupport,
     confirmation_fields,
+    tag_set,
     task_fields,
 )
 from mcp_expose.declare.registry import registry as default_registry
@@ -93,10 +94,12 @@ class ModelTools:
         rate_limit: str = "",
         tasks: Mapping[str, TaskSupport] | None = None,
         apps: Mapping[str, AppDeclaration] | None = None,
+        tags: Iterable[str] = (),
         registry: CapabilityRegistry | None = None,
     ) -> None:
         self.model = model
         self.origin = f"ModelTools({model._meta.label})"
+        self.tags = tag_set(tags, self.origin)
         self.actions = tuple(actions)
         unknown = sorted(set(self.actions) - set(ACTIONS))
         if unknown:
@@ -215,6 +218,7 @@ class ModelTools:
             call_style="mapping",
             **task_fields(self.tasks.get(action), False, f"{self.origin}.{action}"),
             **app_field(self.apps.get(action), f"{self.origin}.{action}"),
+            tags=self.tags,
         )
 
     def _description(self, action: str) -> str:

@@ -7,10 +7,11 @@ of them at once and the system check framework can show the same messages.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mcp_expose.core.endpoints import TAG
 from mcp_expose.core.errors import DeclarationError
 from mcp_expose.core.rates import parse_rate
 from mcp_expose.declare.apps import App
@@ -81,6 +82,8 @@ class Capability:
     task_starts_in_call: bool = False
     # Shown by a template as an MCP App, for clients that negotiated the extension.
     app: App | None = None
+    # Labels an endpoint's toolset may choose capabilities by (the admin may add more).
+    tags: frozenset[str] = frozenset()
     # "keywords": target(**arguments, **injected); "mapping": target(arguments, context) (views, models).
     call_style: Literal["keywords", "mapping"] = "keywords"
     # Resources: the URI or URI template ("app://orders/{id}") and the contents' media type.
@@ -113,6 +116,19 @@ def confirmation_fields(requires_confirmation: ConfirmationDeclaration, origin: 
         f"{origin}: requires_confirmation= takes True, False or {APPROVAL_PAGE_CHANNEL!r}, "
         f"not {requires_confirmation!r}."
     )
+
+
+def tag_set(tags: Iterable[str], origin: str) -> frozenset[str]:
+    """A declaration's `tags=`, each a short label an endpoint's toolset may choose it by."""
+    if isinstance(tags, str):
+        raise DeclarationError(f"{origin}: tags= takes a list of tags, not the string {tags!r}.")
+    found = frozenset(tags)
+    bad = sorted(repr(tag) for tag in found if not isinstance(tag, str) or not TAG.fullmatch(tag))
+    if bad:
+        raise DeclarationError(
+            f"{origin}: {', '.join(bad)} are not tags (1 to 50 letters, digits, '_', '.', ':', '-')."
+        )
+    return found
 
 
 def task_fields(task: TaskSupport | None, starts_in_call: bool, origin: str) -> dict[str, Any]:

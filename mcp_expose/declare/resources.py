@@ -11,7 +11,7 @@ from mcp_expose.core.errors import DeclarationError
 from mcp_expose.declare.adapters.django_views import ViewOperation, call_view
 from mcp_expose.declare.adapters.routes import routes_for
 from mcp_expose.declare.json_schemas import capped_parameters, object_schema
-from mcp_expose.declare.registry import Annotations, Capability, CapabilityRegistry
+from mcp_expose.declare.registry import Annotations, Capability, CapabilityRegistry, tag_set
 from mcp_expose.declare.registry import registry as default_registry
 from mcp_expose.declare.schema import build_signature, generated_signature
 from mcp_expose.declare.tools import _app_label_for, _string_set
@@ -32,6 +32,7 @@ def resource(
     html: str = "main",
     completions: Mapping[str, Any] | None = None,
     enabled: bool = True,
+    tags: Iterable[str] = (),
     key: str | None = None,
     registry: CapabilityRegistry | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]] | Capability:
@@ -56,6 +57,7 @@ def resource(
         uri=uri,
         mime_type=mime_type,
         completions=dict(completions or {}),
+        tags=tag_set(tags, f"resource {uri}"),
     )
 
     if view is not None:
@@ -122,6 +124,7 @@ def prompt(
     permissions: Iterable[str] = (),
     completions: Mapping[str, Any] | None = None,
     enabled: bool = True,
+    tags: Iterable[str] = (),
     key: str | None = None,
     registry: CapabilityRegistry | None = None,
 ) -> Any:
@@ -155,6 +158,7 @@ def prompt(
             enabled_by_default=enabled,
             is_async=inspect.iscoroutinefunction(target),
             completions=dict(completions or {}),
+            tags=tag_set(tags, origin),
         )
         (registry if registry is not None else default_registry).register(capability)
         return target

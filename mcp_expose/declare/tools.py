@@ -17,6 +17,7 @@ from mcp_expose.declare.registry import (
     ConfirmationDeclaration,
     TaskSupport,
     confirmation_fields,
+    tag_set,
     task_fields,
 )
 from mcp_expose.declare.registry import registry as default_registry
@@ -45,6 +46,7 @@ def tool(
     task: TaskSupport | None = None,
     task_starts_in_call: bool = False,
     app: AppDeclaration = None,
+    tags: Iterable[str] = (),
     input_schema: Mapping[str, Any] | None = None,
     key: str | None = None,
     registry: CapabilityRegistry | None = None,
@@ -66,7 +68,7 @@ def tool(
     task runs in a worker of Django's Tasks framework; with `task_starts_in_call`
     the call runs until the function calls `context.continue_as_task()`.
     `app` shows the result with a template, as an MCP App: `mcp_expose.App(template=...,
-    visibility=..., ...)`, or just the template's name.
+    visibility=..., ...)`, or just the template's name. `tags` label it for endpoints' toolsets.
     `input_schema` replaces the schema read from type hints with a JSON Schema
     served as written (for what type hints cannot say, such as conditionals);
     the function then receives the validated arguments as keyword arguments.
@@ -103,6 +105,7 @@ def tool(
             log_argument_values=log_argument_values,
             **task_fields(task, task_starts_in_call, origin),
             **app_field(app, origin),
+            tags=tag_set(tags, origin),
         )
         (registry if registry is not None else default_registry).register(capability)
         return target

@@ -20,6 +20,7 @@ from mcp_expose.declare.registry import (
     ConfirmationDeclaration,
     TaskSupport,
     confirmation_fields,
+    tag_set,
     task_fields,
 )
 from mcp_expose.declare.registry import registry as default_registry
@@ -60,6 +61,7 @@ def expose_view(
     log_argument_values: bool = False,
     task: TaskSupport | Mapping[str, TaskSupport] | None = None,
     app: AppDeclaration | Mapping[str, AppDeclaration] = None,
+    tags: Iterable[str] = (),
     registry: CapabilityRegistry | None = None,
 ) -> list[Capability]:
     """Declare tools for a routed view: every ViewSet action, APIView method or Django view method.
@@ -72,7 +74,7 @@ def expose_view(
     Annotations derive from the HTTP method; deletes need confirmation unless told otherwise
     (`requires_confirmation` takes what `@tool` takes). `task` ("optional" or "required", as for `@tool`, or a
     mapping action → either) runs calls as MCP tasks. `app` (what `@tool` takes, or a mapping action → it)
-    shows results with a template, as an MCP App.
+    shows results with a template, as an MCP App. `tags` label every operation for endpoints' toolsets.
     Returns the capabilities registered.
     """
     origin = f"{getattr(view, '__module__', '?')}.{getattr(view, '__qualname__', repr(view))}"
@@ -88,6 +90,7 @@ def expose_view(
         timeout=timeout,
         max_result_bytes=max_result_bytes,
         log_argument_values=log_argument_values,
+        tags=tag_set(tags, origin),
     )
     overrides = {"read_only": read_only, "destructive": destructive, "idempotent": idempotent, "open_world": open_world}
     operations: list[tuple[str, str, Any, Callable[[], SchemaSignature], Callable[..., Any], str]] = []

@@ -5,6 +5,7 @@ Each kind lives in its own module; this package is where Django, the migrations 
 
 from mcp_expose.models.confirmations import Confirmation
 from mcp_expose.models.credentials import API_KEY_PREFIX, ApiKey, ApiKeyQuerySet, CredentialLeak, hash_api_key
+from mcp_expose.models.endpoints import EndpointToolset
 from mcp_expose.models.exposure import ConfirmationChannel, ExposedTool
 from mcp_expose.models.prompts import PromptTemplate
 from mcp_expose.models.revision import RevisionStamp
@@ -16,6 +17,7 @@ from mcp_expose.models.validators import (
     validate_prompt_arguments,
     validate_rate_limit,
     validate_scopes,
+    validate_tags,
     validate_wire_name,
 )
 
@@ -31,6 +33,7 @@ __all__ = [
     "Confirmation",
     "ConfirmationChannel",
     "CredentialLeak",
+    "EndpointToolset",
     "ExposedTool",
     "ListingCount",
     "PromptTemplate",
@@ -42,5 +45,6 @@ __all__ = [
     "validate_prompt_arguments",
     "validate_rate_limit",
     "validate_scopes",
+    "validate_tags",
     "validate_wire_name",
 ]

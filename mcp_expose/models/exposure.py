@@ -9,12 +9,14 @@ from django.db.models.functions import Lower
 from django.utils.translation import gettext_lazy as _
 from oauth2_provider.settings import oauth2_settings
 
+from mcp_expose.core.endpoints import parse_tags
 from mcp_expose.declare.exposure_state import ExposureState
 from mcp_expose.declare.names import split_scopes
 from mcp_expose.declare.registry import APPROVAL_PAGE_CHANNEL, CLIENT_CHANNEL
 from mcp_expose.models.validators import (
     validate_rate_limit,
     validate_scopes,
+    validate_tags,
     validate_wire_name,
 )
 
@@ -116,6 +118,16 @@ class ExposedTool(models.Model):
             "to every client, as text and structured results."
         ),
     )
+    tags = models.CharField(
+        _("tags"),
+        max_length=500,
+        blank=True,
+        validators=[validate_tags],
+        help_text=_(
+            "Space-separated tags, added to those declared in code. An endpoint may offer the capabilities "
+            "carrying a tag."
+        ),
+    )
     read_only_hint = models.BooleanField(
         _("read-only hint"), null=True, blank=True, help_text=_("Override the declared hint; blank keeps it.")
     )
@@ -180,6 +192,7 @@ class ExposedTool(models.Model):
             log_argument_values=self.log_argument_values,
             tasks_allowed=self.tasks_allowed,
             ui_enabled=self.ui_enabled,
+            tags=parse_tags(self.tags),
             annotations={
                 "read_only": self.read_only_hint,
                 "destructive": self.destructive_hint,

@@ -9,6 +9,7 @@ import re
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
+from mcp_expose.core.endpoints import TAG, parse_tags
 from mcp_expose.declare.names import name_problem, scope_problem
 
 
@@ -31,6 +32,16 @@ def validate_scopes(value: str) -> None:
     problems = [problem for scope in value.split() if (problem := scope_problem(scope))]
     if problems:
         raise ValidationError("; ".join(problems) + ".", code="invalid_scope")
+
+
+def validate_tags(value: str) -> None:
+    bad = sorted(tag for tag in parse_tags(value) if not TAG.fullmatch(tag))
+    if bad:
+        raise ValidationError(
+            _("%(tags)s: a tag is 1 to 50 letters, digits, '_', '.', ':' or '-'."),
+            code="invalid_tag",
+            params={"tags": ", ".join(bad)},
+        )
 
 
 ARGUMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")

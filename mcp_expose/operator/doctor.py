@@ -36,7 +36,9 @@ def challenge_params(header: str) -> dict[str, str]:
     return dict(re.findall(r'(\w+)="([^"]*)"', header))
 
 
-def diagnose(url: str, http: httpx2.Client) -> Iterator[Finding]:
+def diagnose(url: str, http: httpx2.Client, *, root_form: bool = True) -> Iterator[Finding]:
+    """Findings about the endpoint at `url`; `root_form`: whether the origin's root metadata should name it too
+    (not for a site's second endpoint)."""
     resource = canonical_uri(url)
     parts = urlsplit(resource)
     origin = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
@@ -67,7 +69,11 @@ def diagnose(url: str, http: httpx2.Client) -> Iterator[Finding]:
         )
 
     metadata = None
-    for label, path in (("metadata (path form)", PRM_PREFIX + parts.path), ("metadata (root form)", PRM_PREFIX)):
+    # The root form names one resource per origin: a site with several endpoints serves it for the default one.
+    forms = [("metadata (path form)", PRM_PREFIX + parts.path)] + (
+        [("metadata (root form)", PRM_PREFIX)] if root_form else []
+    )
+    for label, path in forms:
         document = _json(http, origin + path)
         if document is None:
             yield Finding(False, label, f"no JSON document at {origin + path}")

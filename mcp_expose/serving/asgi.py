@@ -15,7 +15,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from functools import partial
-from typing import Any, cast
+from typing import cast
 from urllib.parse import parse_qsl
 
 import anyio
@@ -29,6 +29,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_expose.access.authenticators import get_authenticators
 from mcp_expose.access.credential_cache import CREDENTIALS_KEY
 from mcp_expose.access.credentials import authenticate, authenticate_known
 from mcp_expose.access.failures import AuthFailure
@@ -45,6 +46,7 @@ from mcp_expose.catalog.compiled import Catalog, CatalogProvider
 from mcp_expose.catalog.compiled import provider as default_provider
 from mcp_expose.catalog.revision import REVISION_KEY, keep_auditing, local_stamp_cache, read_stamps
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.endpoints import Endpoint, endpoints
 from mcp_expose.core.principal import PRINCIPAL_SCOPE_KEY, Principal
 from mcp_expose.serving import fastpath, fastpath_legacy, fastpath_requests
 from mcp_expose.serving.edge import check_host, check_request
@@ -71,20 +73,24 @@ def get_asgi_application(django_app: ASGIApp | None = None) -> McpExposeASGI:
     return McpExposeASGI(django_app)
 
 
-class McpExposeASGI:
-    def __init__(self, django_app: ASGIApp, *, provider: CatalogProvider | None = None) -> None:
-        self.django_app = django_app
-        self.provider = provider if provider is not None else default_provider
+class EndpointServing:
+    """One endpoint's SDK server and session manager: its own server name and instructions."""
+
+    def __init__(
+        self, endpoint: Endpoint, *, bus: InMemorySubscriptionBus | None, sessions: SessionMemory | None, json: bool
+    ) -> None:
         conf = get_settings()
-        self.path = conf.PATH.rstrip("/")
-        self.health = health_paths(self.path, conf.HEALTH_PATH)
-        stateful = conf.LEGACY_SESSIONS
-        sessions = SessionMemory() if stateful else None
-        self.bus = InMemorySubscriptionBus()
-        self.relay = ChangeRelay(self.bus, sessions)
+        stateful = sessions is not None
+        self.endpoint = endpoint
         self.manager = SessionManager(
-            app=build_server(subscription_bus=self.bus, stateful_legacy=stateful, sessions=sessions),
-            json_response=conf.JSON_RESPONSE,
+            app=build_server(
+                subscription_bus=bus,
+                stateful_legacy=stateful,
+                sessions=sessions,
+                endpoint=endpoint,
+                streams=bus is not None,
+            ),
+            json_response=json,
             # By default the legacy (2025-11-25) path runs stateless too: any worker can answer any request.
             stateless=not stateful,
             event_store=RecentEvents() if stateful else None,
@@ -94,6 +100,36 @@ class McpExposeASGI:
             max_request_body_size=conf.MAX_REQUEST_BODY_SIZE,
         )
         self.mcp_app = AuthContextMiddleware(StreamableHTTPASGIApp(self.manager))
+
+
+class McpExposeASGI:
+    """`streams=False` serves only what fits one request and one response (the WSGI entry's mode): JSON answers,
+    stateless 2025-11-25, and a clear refusal naming the ASGI entry for whatever needs a stream."""
+
+    def __init__(self, django_app: ASGIApp, *, provider: CatalogProvider | None = None, streams: bool = True) -> None:
+        self.django_app = django_app
+        self.provider = provider if provider is not None else default_provider
+        conf = get_settings()
+        self.streams = streams
+        self.endpoints = endpoints()
+        self.path = self.endpoints[0].path
+        self.health = health_paths(self.path, conf.HEALTH_PATH)
+        self.stateful = conf.LEGACY_SESSIONS and streams
+        self.json_response = conf.JSON_RESPONSE or not streams
+        sessions = SessionMemory() if self.stateful else None
+        self.bus = InMemorySubscriptionBus()
+        self.relay = ChangeRelay(self.bus, sessions)
+        self.servings = [
+            EndpointServing(endpoint, bus=self.bus if streams else None, sessions=sessions, json=self.json_response)
+            for endpoint in self.endpoints
+        ]
+        self.routes: dict[str, EndpointServing] = {}
+        self.metadata_routes: dict[str, Endpoint] = {PRM_PREFIX: self.endpoints[0]}
+        for serving in self.servings:
+            self.routes[serving.endpoint.path] = self.routes[serving.endpoint.path + "/"] = serving
+            self.metadata_routes[PRM_PREFIX + serving.endpoint.path] = serving.endpoint
+        # The default endpoint's manager: what tests and the fast path's checks of the SDK look at.
+        self.manager = self.servings[0].manager
         if conf.FAST_PATH:
             fastpath_requests.usable()  # checks the SDK pieces it borrows now, so that one missing is told at startup
         self._started = asyncio.Event()
@@ -105,12 +141,13 @@ class McpExposeASGI:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
-        elif scope["type"] == "http" and scope["path"] in (self.path, self.path + "/"):
-            await answering_failures(self._serve_mcp, scope, receive, send)
+        elif scope["type"] == "http" and scope["path"] in self.routes:
+            await answering_failures(partial(self._serve_mcp, self.routes[scope["path"]]), scope, receive, send)
         elif scope["type"] == "http" and self.health is not None and scope["path"] in self.health:
             await serve_health(scope, receive, send, deep=scope["path"] == self.health[1], relay=self.relay)
-        elif scope["type"] == "http" and scope["path"] in (PRM_PREFIX, PRM_PREFIX + self.path):
-            await answering_failures(self._serve_metadata, scope, receive, send)
+        elif scope["type"] == "http" and scope["path"] in self.metadata_routes:
+            endpoint = self.metadata_routes[scope["path"]]
+            await answering_failures(partial(self._serve_metadata, endpoint), scope, receive, send)
         else:
             await self.django_app(scope, receive, send)
 
@@ -139,7 +176,9 @@ class McpExposeASGI:
         await send({"type": "lifespan.shutdown.complete"})
 
     def _resolve_declarations(self) -> None:
-        """Build every tool's schema now, so a broken declaration stops the server instead of a call."""
+        """Build every tool's schema and the authenticators now, so a broken declaration or authenticator stops
+        the server instead of failing requests."""
+        get_authenticators()
         problems = self.provider.registry.resolution_problems()
         if problems:
             raise ImproperlyConfigured(
@@ -165,24 +204,30 @@ class McpExposeASGI:
     @contextlib.asynccontextmanager
     async def _serving(self) -> AsyncIterator[None]:
         """The SDK's session manager, and the relay that feeds catalog changes to listen streams."""
-        async with self.manager.run(), anyio.create_task_group() as group:
-            group.start_soon(self.relay.run)
-            group.start_soon(listing_tally.keep_flushing)
-            group.start_soon(keep_auditing)
-            conf = get_settings()
-            if conf.UPSTREAM_DISCOVERY_INTERVAL or conf.UPSTREAM_LISTEN:
-                group.start_soon(watch_upstreams, conf.UPSTREAM_DISCOVERY_INTERVAL, conf.UPSTREAM_LISTEN)
-            try:
-                yield
-            finally:
-                with anyio.CancelScope(shield=True):
-                    if not await listing_tally.flush():  # the listings counted since the last flush
-                        logger.warning(
-                            "Could not add the last %d tools/list calls to the listing count", listing_tally.pending
-                        )
-                group.cancel_scope.cancel()
+        async with contextlib.AsyncExitStack() as managers:
+            # Each manager's own task group opens before ours and closes after it (cancel scopes nest).
+            for serving in self.servings:
+                await managers.enter_async_context(serving.manager.run())
+            async with anyio.create_task_group() as group:
+                if self.streams:
+                    group.start_soon(self.relay.run)
+                group.start_soon(listing_tally.keep_flushing)
+                group.start_soon(keep_auditing)
+                conf = get_settings()
+                if conf.UPSTREAM_DISCOVERY_INTERVAL or conf.UPSTREAM_LISTEN:
+                    group.start_soon(watch_upstreams, conf.UPSTREAM_DISCOVERY_INTERVAL, conf.UPSTREAM_LISTEN)
+                try:
+                    yield
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        if not await listing_tally.flush():  # the listings counted since the last flush
+                            logger.warning(
+                                "Could not add the last %d tools/list calls to the listing count",
+                                listing_tally.pending,
+                            )
+                    group.cancel_scope.cancel()
 
-    async def _serve_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _serve_mcp(self, serving: EndpointServing, scope: Scope, receive: Receive, send: Send) -> None:
         scope = _without_outer_whitespace(scope)
         headers = _headers(scope)
         scheme = scope.get("scheme", "http")
@@ -190,7 +235,11 @@ class McpExposeASGI:
         if refusal is not None:
             await _json_error(refusal.status, refusal.error, refusal.description)(scope, receive, send)
             return
-        resource = resource_uri(scheme, headers)
+        if not self.streams and scope["method"] in ("GET", "DELETE"):
+            await _needs_streams(scope["method"])(scope, receive, send)
+            return
+        endpoint = serving.endpoint
+        resource = resource_uri(scheme, headers, endpoint)
         query = tuple(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         # Not thread_sensitive: outside Django's handler that would put every request on one global thread.
         # With a stamp cache on this machine the stamps are read here, and the hop is taken only when needed.
@@ -199,11 +248,12 @@ class McpExposeASGI:
         resolved = self._authenticate_in_loop(headers, query, resource, stamps) if stamps is not None else None
         if resolved is None:
             resolved = await self._authenticate_in_thread(headers, query, resource, stamps)
-        result, catalog = resolved
+        result, whole = resolved
         if isinstance(result, AuthFailure):
             await _challenge(result, resource)(scope, receive, send)
             return
-        assert catalog is not None
+        assert whole is not None
+        catalog = whole.for_endpoint(endpoint)
         if result.method == "oauth":
             tool_name = None
             if may_be_tool_call(headers) and not get_settings().HIDE_FORBIDDEN_TOOLS:
@@ -222,7 +272,7 @@ class McpExposeASGI:
         # The SDK's view of the caller (it binds request state to it), made only for what the SDK answers.
         caller = functools.cache(lambda: AuthenticatedUser(_access_token_for(result, resource)))
         conf = get_settings()
-        reader = _plain_reader(scope["method"], headers, conf) if conf.FAST_PATH else None
+        reader = _plain_reader(scope["method"], headers, self.stateful) if conf.FAST_PATH else None
         if reader is not None and fastpath_requests.usable():
             body = await _read_body(receive, conf.MAX_REQUEST_BODY_SIZE)
             if body is None:
@@ -232,23 +282,28 @@ class McpExposeASGI:
             plain = await reader(scope, headers, body, conf.JSON_RESPONSE)
             if plain is not None:
                 exchange = fastpath.Exchange(
-                    scope, receive, send, partial(self._through_sdk, scope, receive, caller), caller
+                    scope, receive, send, partial(self._through_sdk, serving, scope, receive, caller), caller
                 )
-                await fastpath.serve(plain, result, catalog, self.manager.app, exchange, conf.JSON_RESPONSE)
+                await fastpath.serve(plain, result, catalog, serving.manager.app, exchange, self.json_response)
                 return
-        await self._through_sdk(scope, receive, caller, send)
+        await self._through_sdk(serving, scope, receive, caller, send)
 
     async def _through_sdk(
-        self, scope: Scope, receive: Receive, caller: Callable[[], AuthenticatedUser], send: Send
+        self,
+        serving: EndpointServing,
+        scope: Scope,
+        receive: Receive,
+        caller: Callable[[], AuthenticatedUser],
+        send: Send,
     ) -> None:
         token = SDK_CALLER.set((scope[PRINCIPAL_SCOPE_KEY], scope[CATALOG_SCOPE_KEY]))
         try:
-            await self.mcp_app({**scope, "user": caller()}, receive, send)
+            await serving.mcp_app({**scope, "user": caller()}, receive, send)
         finally:
             SDK_CALLER.reset(token)
 
-    async def _serve_metadata(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """RFC 9728 protected resource metadata, at the path form and the root form."""
+    async def _serve_metadata(self, endpoint: Endpoint, scope: Scope, receive: Receive, send: Send) -> None:
+        """RFC 9728 protected resource metadata of one endpoint, at its path form (the root form: the default's)."""
         headers = _headers(scope)
         refusal = check_host(headers)
         if refusal is not None:
@@ -263,7 +318,7 @@ class McpExposeASGI:
             return
         scheme = scope.get("scheme", "http")
         document = await sync_to_async(protected_resource_metadata, thread_sensitive=False)(
-            resource_uri(scheme, headers), request_origin(scheme, headers)
+            resource_uri(scheme, headers, endpoint), request_origin(scheme, headers), endpoint
         )
         await JSONResponse(document, headers={**cors, "Cache-Control": "public, max-age=3600"})(scope, receive, send)
 
@@ -300,11 +355,11 @@ class McpExposeASGI:
 PlainReader = Callable[[Scope, Mapping[str, str], bytes, bool], Awaitable["fastpath_requests.PlainRequest | None"]]
 
 
-def _plain_reader(method: str, headers: Mapping[str, str], conf: Any) -> PlainReader | None:
+def _plain_reader(method: str, headers: Mapping[str, str], stateful: bool) -> PlainReader | None:
     """Which era's plain check may apply to this request, from its method and headers alone (None: the SDK's)."""
     if fastpath_requests.is_candidate(method, headers):
         return fastpath_requests.plain_request
-    if fastpath_legacy.is_legacy_candidate(method, headers, sessions=conf.LEGACY_SESSIONS):
+    if fastpath_legacy.is_legacy_candidate(method, headers, sessions=stateful):
         return fastpath_legacy.plain_legacy_request
     return None
 
@@ -365,6 +420,18 @@ def _challenge(failure: AuthFailure, resource: str) -> JSONResponse:
     )
     return _json_error(
         failure.status, failure.error or "unauthorized", failure.description, {"WWW-Authenticate": challenge}
+    )
+
+
+def _needs_streams(method: str) -> JSONResponse:
+    """What the WSGI entry answers a stream's request (GET opens one, DELETE ends a session): 405, saying why."""
+    return _json_error(
+        405,
+        "streams_unavailable",
+        f"{method} needs a streaming connection (a standing SSE stream or a 2025-11-25 session), which this "
+        "server's WSGI entry cannot hold. Serve the MCP endpoint with mcp_expose.asgi.get_asgi_application() "
+        "under an ASGI server (uvicorn, daphne, hypercorn) for streams; POST requests are served here.",
+        {"Allow": "POST"},
     )
 
 

@@ -34,6 +34,8 @@ def caller_key(principal: Principal, address: str | None) -> CallerKey:
         return ("api_key", principal.api_key_id)
     if principal.method == "oauth":
         return ("oauth", principal.client_id, getattr(principal.user, "pk", None))
+    if principal.method in ("drf", "session"):
+        return (principal.method, principal.authenticator, getattr(principal.user, "pk", None))
     return (principal.method, principal.via, address)
 
 

@@ -10,14 +10,13 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from mcp_expose.core.chain import INSTANCE_HEADER, instance_mark
 from mcp_expose.core.conf import get_settings
-from mcp_expose.core.requests import request_scheme
+from mcp_expose.core.requests import origin_allowed, request_scheme
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,21 +47,6 @@ def host_allowed(host: str, hosts: tuple[str, ...]) -> bool:
     domain, port = split_domain_port(host)
     bad_port = bool(port) and not (port.isdigit() and 0 < int(port) < 65536)
     return bool(domain) and not bad_port and validate_host(domain, list(hosts))
-
-
-def origin_allowed(origin: str, own_origin: str, allowed: list[str]) -> bool:
-    """Same-origin, or listed. A listed 'scheme://host:*' matches any port of that host."""
-    if origin == own_origin:
-        return True
-    parts = urlsplit(origin)
-    for entry in allowed:
-        if entry == origin:
-            return True
-        if entry.endswith(":*"):
-            entry_parts = urlsplit(entry[:-2])
-            if (parts.scheme, parts.hostname) == (entry_parts.scheme, entry_parts.hostname):
-                return True
-    return False
 
 
 def check_origin(scheme: str, headers: Mapping[str, str]) -> EdgeRefusal | None:

@@ -29,6 +29,7 @@ from mcp_expose.catalog.compiled import Catalog
 from mcp_expose.core.asking import ClientInput
 from mcp_expose.core.chain import read_chain
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.endpoints import Endpoint, default_endpoint
 from mcp_expose.core.errors import InvalidInput, UnknownTool
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.apps import EXTENSION_ID, URI_PREFIX, apps_negotiated
@@ -52,6 +53,7 @@ from mcp_expose.serving.server_middleware import (
     asks_in_rounds,
     hide_internal_errors,
     refuse_bad_chains,
+    refuse_streams,
     remember_session,
     request_state_security,
 )
@@ -83,6 +85,8 @@ def build_server(
     subscription_bus: Any = None,
     stateful_legacy: bool = False,
     sessions: SessionMemory | None = None,
+    endpoint: Endpoint | None = None,
+    streams: bool = True,
 ) -> Server[Any]:
     """A low-level SDK server serving the catalog through the dispatcher.
 
@@ -261,11 +265,12 @@ def build_server(
         # (A view whose schema varies by caller declares no header-bound argument, so its schema for nobody serves.)
         return thaw(entry.input_schema) if entry is not None and decide(principal, entry).allowed else None
 
+    endpoint = endpoint if endpoint is not None else default_endpoint()
     server = Server(
-        conf.SERVER_NAME,
+        endpoint.server_name,
         version=__version__,
-        title=conf.SERVER_TITLE,
-        instructions=conf.INSTRUCTIONS,
+        title=endpoint.server_title,
+        instructions=endpoint.instructions,
         on_list_tools=list_tools,
         on_call_tool=asks_in_rounds(call),
         on_list_resources=list_resources,
@@ -290,7 +295,9 @@ def build_server(
         server.middleware.append(functools.partial(remember_session, sessions, audience))
     server.middleware.insert(0, hide_internal_errors)
     server.middleware.append(refuse_bad_chains)
-    server.middleware.append(RequestStateBoundary(request_state_security(), default_audience=conf.SERVER_NAME))
+    if not streams:
+        server.middleware.append(refuse_streams)
+    server.middleware.append(RequestStateBoundary(request_state_security(), default_audience=endpoint.server_name))
     return server
 
 

@@ -68,6 +68,24 @@ async def refuse_bad_chains(ctx: ServerRequestContext[Any], call_next: Any) -> A
     return await call_next(ctx)
 
 
+STREAM_METHODS = frozenset({"subscriptions/listen"})
+
+
+async def refuse_streams(ctx: ServerRequestContext[Any], call_next: Any) -> Any:
+    """Where no stream can be held (the WSGI entry): a method whose answer is a stream is refused, saying how to
+    serve it, before the SDK looks for its handler."""
+    if ctx.method in STREAM_METHODS:
+        raise MCPError(
+            code=types.METHOD_NOT_FOUND,
+            message=(
+                f"{ctx.method} needs a streaming connection, which this server's WSGI entry cannot hold. Serve the "
+                "MCP endpoint with mcp_expose.asgi.get_asgi_application() under an ASGI server (uvicorn, daphne, "
+                "hypercorn) for change notifications."
+            ),
+        )
+    return await call_next(ctx)
+
+
 def request_state_security() -> RequestStateSecurity:
     """Keys derived from SECRET_KEY (then SECRET_KEY_FALLBACKS, for rotation): any worker, any restart."""
     from django.conf import settings

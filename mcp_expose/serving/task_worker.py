@@ -12,7 +12,7 @@ completes the task, a JSON-RPC error fails it, and questions park it as input_re
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import mcp_types as types
@@ -34,7 +34,7 @@ from mcp_expose.core.conf import get_settings
 from mcp_expose.core.db import tidies_connections
 from mcp_expose.core.errors import UnknownTool
 from mcp_expose.core.outage import database_unavailable, outage
-from mcp_expose.core.principal import Principal, anonymous_principal, principal_for_user
+from mcp_expose.core.principal import AuthMethod, Principal, anonymous_principal, principal_for_user
 from mcp_expose.serving.wire import internal_error, question_error, render_outcome
 
 if TYPE_CHECKING:
@@ -240,6 +240,11 @@ def _principal_of(row: ToolTask) -> Principal | None:
         return principal_for_user(user, scopes & granted, "oauth", client_id=row.client_id, credential=token)
     if row.credential_method == "local":
         return principal_for_user(user, scopes, "local", via=str(row.call.get("via") or "stdio"))
+    if row.credential_method in ("drf", "session"):
+        # A project's authenticator (or the session) cannot be asked again from a worker: the run acts for the
+        # user while the user stays active, with the scopes the call had.
+        authenticator = str(row.call.get("authenticator") or "")
+        return principal_for_user(user, scopes, cast(AuthMethod, row.credential_method), authenticator=authenticator)
     return None
 
 

@@ -74,6 +74,8 @@ async def start_task(
         "client_address": request.client_address,
         # How a local caller (stdio) came in: its run is the same user's, through the same door.
         "via": principal.via,
+        # Which of the project's authenticators accepted it (a DRF class's name), for the same reason.
+        "authenticator": principal.authenticator,
     }
     return await in_worker_thread(tidies_connections(tasks.create))(entry.name, entry.key, principal, call, enqueue_run)
 

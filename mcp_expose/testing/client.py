@@ -25,6 +25,7 @@ from mcp.client.extension import ClientExtension
 
 from mcp_expose.catalog.compiled import Catalog
 from mcp_expose.core.db import hops_on_callers_thread, in_worker_thread
+from mcp_expose.core.endpoints import DEFAULT_ENDPOINT, Endpoint, endpoint_named, endpoints
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.apps import APP_MIME_TYPE, EXTENSION_ID
 from mcp_expose.declare.registry import CapabilityRegistry
@@ -78,6 +79,8 @@ class McpTestClient:
     - `registry`: serve these declarations instead of the project's.
     - `apps`: the client declares MCP Apps (a host that renders `ui://` pages): tools shown by a page carry
       `_meta.ui`, and their pages are listed and readable.
+    - `endpoint`: the name of the endpoint (in `ENDPOINTS`) to connect to: its toolset, server name and
+      instructions. Default: the one at `PATH`.
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class McpTestClient:
         base_url: str = "http://testserver",
         registry: CapabilityRegistry | None = None,
         apps: bool = False,
+        endpoint: str = DEFAULT_ENDPOINT,
     ) -> None:
         if era not in ERA_MODES:
             raise ValueError(f"era must be one of {sorted(ERA_MODES)}, not {era!r}.")
@@ -106,6 +110,7 @@ class McpTestClient:
         self.base_url = base_url
         self._catalog = CatalogView(registry)
         self.apps = apps
+        self.endpoint_name = endpoint
 
     # The async API: the same methods, `a`-prefixed, for async tests. -----------------------------------------
 
@@ -231,9 +236,11 @@ class McpTestClient:
 
             async def resolve(ctx: Any) -> tuple[Principal, Catalog]:
                 # Each request sees the rows and settings as they are now, as over HTTP.
-                return principal, await in_worker_thread(self._catalog.get)()
+                return principal, await in_worker_thread(self._endpoint_catalog)()
 
-            server = build_server(resolve=resolve, base_url=self.base_url, stateful_legacy=True)
+            server = build_server(
+                resolve=resolve, base_url=self.base_url, stateful_legacy=True, endpoint=self._endpoint()
+            )
             options: dict[str, Any] = {"elicitation_callback": self.person.elicit} if self.forms else {}
             if self.apps:
                 options["extensions"] = [AppsHost()]
@@ -241,8 +248,18 @@ class McpTestClient:
                 yield Connected(client, principal, catalog)
 
     def _caller_now(self) -> tuple[Principal, Catalog]:
-        catalog = self._catalog.get()
+        catalog = self._endpoint_catalog()
         return self.caller.principal(catalog), catalog
+
+    def _endpoint(self) -> Endpoint:
+        endpoint = endpoint_named(self.endpoint_name)
+        if endpoint is None:
+            names = [endpoint.name for endpoint in endpoints()]
+            raise ValueError(f"No MCP endpoint is named {self.endpoint_name!r}; the endpoints are {names}.")
+        return endpoint
+
+    def _endpoint_catalog(self) -> Catalog:
+        return self._catalog.get().for_endpoint(self._endpoint())
 
     async def _answered(self, send: Callable[[dict[str, Any] | None, str | None], Awaitable[Any]]) -> Any:
         """Send the request, and again with the answers while the server asks what the test answers."""

@@ -51,10 +51,19 @@ class LiveMcpServer:
 
     @property
     def url(self) -> str:
-        """The MCP endpoint."""
-        from mcp_expose.core.conf import get_settings
+        """The MCP endpoint (the default one, at `PATH`)."""
+        return self.url_of()
 
-        return self.base_url + get_settings().PATH
+    def url_of(self, endpoint: str = "default") -> str:
+        """The URL of the endpoint named `endpoint` (one of `ENDPOINTS`, or "default")."""
+        from mcp_expose.core.endpoints import endpoint_named, endpoints
+
+        found = endpoint_named(endpoint)
+        if found is None:
+            raise ValueError(
+                f"No MCP endpoint is named {endpoint!r}; the endpoints are {[e.name for e in endpoints()]}."
+            )
+        return self.base_url + found.path
 
     def start(self) -> None:
         """Serve, and return once uvicorn's startup is over; raises when it failed."""
@@ -128,13 +137,21 @@ class LiveMcpServer:
 
     @asynccontextmanager
     async def connect(
-        self, user: Any, scopes: Iterable[str] | None = None, *, era: str = MODERN_ERA, **client_options: Any
+        self,
+        user: Any,
+        scopes: Iterable[str] | None = None,
+        *,
+        era: str = MODERN_ERA,
+        endpoint: str = "default",
+        **client_options: Any,
     ) -> AsyncIterator[Client]:
-        """The official SDK client, connected over HTTP with a new API key of `user` holding `scopes`."""
+        """The official SDK client, connected over HTTP with a new API key of `user` holding `scopes`, to the
+        endpoint named `endpoint`."""
         if era not in ERA_MODES:
             raise ValueError(f"era must be one of {sorted(ERA_MODES)}, not {era!r}.")
+        url = self.url_of(endpoint)
         secret = await sync_to_async(self.create_key)(user, scopes)
-        async with connect_http(self.url, secret, mode=ERA_MODES[era], **client_options) as client:
+        async with connect_http(url, secret, mode=ERA_MODES[era], **client_options) as client:
             yield client
 
 
