@@ -508,3 +508,21 @@ class TeamAuthenticator(Authenticator):
         if member != self.settings["team"]:
             return INVALID_TOKEN
         return principal_for_user(User.objects.get(username=member), frozenset({"team"}), "drf", authenticator="team")
+
+
+class BrokenAuthenticator(Authenticator):
+    """A project's authenticator with a bug: it raises with the credential in its message."""
+
+    def authenticate(self, request: CredentialRequest) -> Principal | Any:
+        raise LookupError(f"no such gateway user for {request.headers.get('x-team')}")
+
+
+def test_an_authenticator_that_raises_is_a_401_logged_without_its_message(
+    configure: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    configure(AUTHENTICATORS=[here("BrokenAuthenticator"), *OURS])
+    with caplog.at_level(logging.DEBUG, logger="mcp_expose"):
+        refused = authenticate({"x-team": "s3cret-team-token"}, resource=RESOURCE)
+    assert refused == UNCHECKABLE and refused.status == 401
+    assert "BrokenAuthenticator failed authenticating with LookupError" in caplog.text
+    assert "s3cret-team-token" not in caplog.text

@@ -76,6 +76,14 @@ def test_an_endpoint_at_a_health_path_is_a_system_check() -> None:
     assert len(found) == 1 and "is a health path" in found[0].msg
 
 
+def test_two_endpoints_may_not_share_an_oauth_resource() -> None:
+    shared = "https://mcp.example.com/mcp"
+    options = {"RESOURCE": shared, "ENDPOINTS": {"p": {"PATH": "/p", "RESOURCE": "https://MCP.example.com/mcp/"}}}
+    with override_settings(MCP_EXPOSE=options):
+        with pytest.raises(ImproperlyConfigured, match="share the OAuth resource"):
+            endpoints()
+
+
 def test_with_resource_set_each_endpoint_needs_its_own() -> None:
     with override_settings(MCP_EXPOSE={"RESOURCE": "https://mcp.example.com/mcp", "ENDPOINTS": {"p": {"PATH": "/p"}}}):
         with pytest.raises(ImproperlyConfigured, match="RESOURCE'] is required"):
@@ -121,7 +129,10 @@ def test_an_endpoint_offers_its_toolset_of_the_catalog_once_per_revision() -> No
     assert whole.for_endpoint(_endpoint(Toolset())).tools == ()  # nothing chosen: nothing offered
     # Made once per revision, with its own memo (its own encoded listings); everything is the catalog itself.
     assert whole.for_endpoint(read_only) is view and view.memo is not whole.memo
-    assert whole.for_endpoint(_endpoint(Toolset(everything=True))) is whole
+    # A named endpoint offering everything still has its own view: its answers carry its own server name.
+    everything = whole.for_endpoint(_endpoint(Toolset(everything=True)))
+    assert everything is not whole and everything.tools == whole.tools and everything.memo is not whole.memo
+    assert whole.for_endpoint(endpoints()[0]) is whole
     # The admin's row replaces the settings' toolset.
     chosen = compile_catalog(capabilities, {}, "r2", toolsets={"p": Toolset(keys=frozenset({"a.write"}))})
     assert [entry.key for entry in chosen.for_endpoint(read_only).tools] == ["a.write"]

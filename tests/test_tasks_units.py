@@ -343,3 +343,47 @@ def test_a_task_of_a_project_authenticator_runs_for_its_user_while_active(db: No
     user.save()
     row.refresh_from_db()
     assert _principal_of(row) is None
+
+
+def test_a_task_belongs_to_the_endpoint_it_was_made_at(owner: Any) -> None:
+    queued: list[str] = []
+    call = {"arguments": {}, "state": None, "responses": {}, "endpoint": "public"}
+    view = tasks.create("app.job", "app.job", owner, call, queued.append)
+    assert tasks.find(view.task_id, owner, "public").id == view.task_id
+    # The same caller at another endpoint does not see it, nor resume or cancel it there.
+    assert tasks.find(view.task_id, owner) is None and tasks.find(view.task_id, owner, "ops") is None
+
+
+def test_a_refreshed_token_carries_a_task_on_only_for_the_same_resource(db: None) -> None:
+    from oauth2_provider.models import AccessToken, Application
+
+    from mcp_expose.serving.task_worker import _live_grant
+
+    user = User.objects.create_user("ada", password="pw")
+    app = Application.objects.create(
+        name="app", client_id="app-1", client_type="public", authorization_grant_type="authorization-code", user=user
+    )
+    later = timezone.now() + timedelta(hours=1)
+    mcp, public = "http://testserver/mcp", "http://testserver/mcp/public"
+    row = ToolTask.objects.create(
+        tool_name="t",
+        tool_key="t",
+        owner="o",
+        user=user,
+        credential_method="oauth",
+        client_id="app-1",
+        access_token_id=None,
+        scopes=["mcp"],
+        call={"resource": [mcp]},
+    )
+    AccessToken.objects.create(user=user, application=app, token="other", scope="mcp", resource=[public], expires=later)
+    assert _live_grant(row) is None  # the client's token for the other endpoint is another grant
+    refreshed = AccessToken.objects.create(
+        user=user,
+        application=app,
+        token="again",
+        scope="mcp",
+        resource=[mcp + "/"],
+        expires=later - timedelta(minutes=1),
+    )
+    assert _live_grant(row) == refreshed

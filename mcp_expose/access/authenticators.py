@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import logging
+import traceback
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, ClassVar, Final
@@ -22,7 +23,7 @@ from django.utils.module_loading import import_string
 
 from mcp_expose.access.credential_cache import cache as credential_cache
 from mcp_expose.access.credential_cache import credentials_revision
-from mcp_expose.access.failures import INVALID_TOKEN, AuthFailure
+from mcp_expose.access.failures import INVALID_TOKEN, UNCHECKABLE, AuthFailure
 from mcp_expose.access.scopes import expand_scopes
 from mcp_expose.core.conf import ExposeSettings, get_settings
 from mcp_expose.core.outage import DependencyUnavailable, database_unavailable
@@ -164,6 +165,20 @@ class OAuthTokenAuthenticator(Authenticator):
         if not token or request.resource is None or not apps.is_installed("oauth2_provider"):
             return None
         return token
+
+
+def refused_after_failure(label: str, exc: Exception, doing: str = "authenticating") -> AuthFailure:
+    """What an authenticator's unexpected exception answers: 503 when the database is away, else 401 "could not
+    be checked", logged with the exception's type and where it was raised, never its message or locals (either
+    may hold the credential)."""
+    if database_unavailable(exc):
+        raise DependencyUnavailable("database", f"{label} {doing}") from exc
+    frames = traceback.extract_tb(exc.__traceback__, limit=-5)
+    where = "; ".join(f"{frame.filename}:{frame.lineno} in {frame.name}" for frame in frames)
+    logger.error(
+        "%s failed %s with %s (at %s); the request is refused with 401", label, doing, type(exc).__name__, where
+    )
+    return UNCHECKABLE
 
 
 def _api_key_shaped(request: CredentialRequest) -> str | None:

@@ -16,12 +16,14 @@ from mcp_expose.access.authenticators import (
     CredentialRequest,
     authenticate_api_key,
     get_authenticators,
+    refused_after_failure,
 )
 from mcp_expose.access.credential_cache import cache as credential_cache
 from mcp_expose.access.credential_leaks import UrlCredential, revoke_leaked, url_credential
 from mcp_expose.access.failures import INVALID_TOKEN, LEAKED_IN_URL, MISSING, TOKEN_IN_URL, WRONG_SCHEME, AuthFailure
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.outage import DependencyUnavailable
 from mcp_expose.core.principal import Principal, anonymous_principal
 
 __all__ = ["authenticate", "authenticate_api_key", "authenticate_known", "credential_cache"]
@@ -67,7 +69,12 @@ def authenticate_known(
 @tidies_connections
 def _run_chain(request: CredentialRequest) -> Principal | AuthFailure:
     for authenticator in get_authenticators():
-        answer = authenticator.authenticate(request)
+        try:
+            answer = authenticator.authenticate(request)
+        except DependencyUnavailable:
+            raise  # 503 with Retry-After, at the edge
+        except Exception as exc:  # noqa: BLE001  (a project's authenticator: refused, logged without secrets)
+            return refused_after_failure(authenticator.label, exc)
         if answer is not None:
             return answer
     return _unclaimed(request)

@@ -23,16 +23,14 @@ They are united and widened by SCOPE_HIERARCHY. `AuthenticationFailed` (and `Not
 from __future__ import annotations
 
 import logging
-import traceback
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 from django.utils.module_loading import import_string
 
-from mcp_expose.access.authenticators import Answer, Authenticator, CredentialRequest
-from mcp_expose.access.failures import INVALID_TOKEN, UNCHECKABLE
+from mcp_expose.access.authenticators import Answer, Authenticator, CredentialRequest, refused_after_failure
+from mcp_expose.access.failures import INVALID_TOKEN
 from mcp_expose.access.scopes import expand_scopes
-from mcp_expose.core.outage import DependencyUnavailable, database_unavailable
 from mcp_expose.core.principal import anonymous_principal, principal_for_user
 from mcp_expose.core.requests import build_http_request
 
@@ -119,22 +117,7 @@ class DrfAuthenticator(Authenticator):
             # The message may quote the credential; the class name and the exception's type say enough.
             logger.info("Refused a credential: %s raised %s", self.display_name, type(exc).__name__)
             return INVALID_TOKEN
-        if database_unavailable(exc):
-            raise DependencyUnavailable("database", f"{self.display_name} {doing}") from exc
-        where = "; ".join(f"{frame.filename}:{frame.lineno} in {frame.name}" for frame in _frames(exc))
-        logger.error(
-            "%s failed %s with %s (at %s); the request is refused with 401",
-            self.display_name,
-            doing,
-            type(exc).__name__,
-            where,
-        )
-        return UNCHECKABLE
-
-
-def _frames(exc: BaseException) -> list[traceback.FrameSummary]:
-    """Where it was raised, without the message or locals (either may hold the credential)."""
-    return list(traceback.extract_tb(exc.__traceback__, limit=-5))
+        return refused_after_failure(self.display_name, exc, doing)
 
 
 def _claimed(auth: Any, claim: str) -> set[str]:

@@ -19,6 +19,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.endpoints import DEFAULT_ENDPOINT
 from mcp_expose.core.principal import Principal
 from mcp_expose.core.task_states import ACTIVE, TaskRun, TaskStatus
 
@@ -85,8 +86,13 @@ def _tasks() -> Any:
     return ToolTask.objects
 
 
-def owner_key(principal: Principal) -> str:
-    """Who may follow a task: the same API key, or the same OAuth client for the same user."""
+def owner_key(principal: Principal, endpoint: str = DEFAULT_ENDPOINT) -> str:
+    """Who may follow a task: the same API key, or the same OAuth client for the same user, at the endpoint the
+    task was made at."""
+    return _caller_key(principal) + ("" if endpoint == DEFAULT_ENDPOINT else f"@{endpoint}")
+
+
+def _caller_key(principal: Principal) -> str:
     if principal.method == "api_key":
         return f"key:{principal.api_key_id}"
     user_pk = getattr(principal.user, "pk", None)
@@ -103,7 +109,7 @@ def create(
     """Make the task and queue its run; the row is committed before this returns (a tasks/get for it answers).
     Raises `TaskRefused` when the caller has too many active tasks or the queue refuses it (no row is left)."""
     conf = get_settings()
-    owner = owner_key(principal)
+    owner = owner_key(principal, str(call.get("endpoint") or DEFAULT_ENDPOINT))
     limit = conf.MAX_ACTIVE_TASKS_PER_CALLER
     now = timezone.now()
     active = _tasks().filter(owner=owner, status__in=ACTIVE).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
@@ -137,15 +143,15 @@ def _access_token_id(principal: Principal) -> int | None:
     return getattr(principal.credential, "pk", None) if principal.method == "oauth" else None
 
 
-def find(task_id: str, principal: Principal) -> ToolTask | None:
-    """The caller's task, or None: unknown, expired and someone else's look alike. A running task whose worker
-    stopped beating is failed here first."""
+def find(task_id: str, principal: Principal, endpoint: str = DEFAULT_ENDPOINT) -> ToolTask | None:
+    """The caller's task made at `endpoint`, or None: unknown, expired, another endpoint's and someone else's look
+    alike. A running task whose worker stopped beating is failed here first."""
     if not isinstance(task_id, str) or not task_id or len(task_id) > MAX_TASK_ID_LENGTH:
         return None
     now = timezone.now()
     found = (
         _tasks()
-        .filter(id=task_id, owner=owner_key(principal))
+        .filter(id=task_id, owner=owner_key(principal, endpoint))
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
         .first()
     )

@@ -133,8 +133,8 @@ class Catalog:
         """What `endpoint` offers of this revision: a catalog of its own, made once per revision, with its own
         memo (so its listings are encoded once, and a request at one endpoint pays nothing for the others)."""
         toolset = self.toolset_of(endpoint)
-        if not toolset.narrows:
-            return self
+        if endpoint.is_default and not toolset.narrows:
+            return self  # (a named endpoint always has its own memo: its answers carry its own server name)
 
         def build() -> Catalog:
             def offered(entries: Iterable[ToolEntry], is_tool: bool) -> tuple[ToolEntry, ...]:

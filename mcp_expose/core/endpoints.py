@@ -134,6 +134,18 @@ def _endpoints(conf: ExposeSettings) -> tuple[Endpoint, ...]:
                 f"share the path {endpoint.path!r}; each needs its own."
             )
         paths[endpoint.path] = endpoint.name
+    resources: dict[str, str] = {}
+    for endpoint in found:
+        if not endpoint.resource:
+            continue
+        # (The canonical form's essentials: OAuth compares resources by scheme, host, port and path.)
+        same = endpoint.resource.strip().lower().rstrip("/")
+        if same in resources:
+            raise ImproperlyConfigured(
+                f"MCP_EXPOSE['ENDPOINTS']: the endpoints {resources[same]!r} and {endpoint.name!r} share the OAuth "
+                f"resource {endpoint.resource!r}, so each would accept the other's tokens; give each its own."
+            )
+        resources[same] = endpoint.name
     return tuple(found)
 
 

@@ -279,7 +279,7 @@ class McpExposeASGI:
                 await _json_error(413, "request_too_large", "The request body is too large.")(scope, receive, send)
                 return
             receive = _replay(body, receive)
-            plain = await reader(scope, headers, body, conf.JSON_RESPONSE)
+            plain = await reader(scope, headers, body, self.json_response)
             if plain is not None:
                 exchange = fastpath.Exchange(
                     scope, receive, send, partial(self._through_sdk, serving, scope, receive, caller), caller

@@ -157,7 +157,8 @@ async def serve_remembered(
     """Send the result kept under `key` and say True; or let the SDK answer, keep its result, and say False."""
     encoded = catalog.memo.get(key)
     if encoded is None:
-        kept = sum(1 for existing in catalog.memo if isinstance(existing, tuple) and existing[:1] == key[:1])
+        # A snapshot of the keys: Django threads may add to the memo meanwhile (endpoint views, the connect page).
+        kept = sum(1 for existing in tuple(catalog.memo) if isinstance(existing, tuple) and existing[:1] == key[:1])
         await exchange.fallback(_capturing(exchange.send, catalog, key) if kept < MAX_VARIANTS else exchange.send)
         return False
     await send_reply(plain, (200, reply(plain.id_json, b"result", encoded)), exchange.send, json_response)

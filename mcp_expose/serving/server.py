@@ -94,6 +94,7 @@ def build_server(
     `stateful_legacy` adds what only a 2025-11-25 session can use: `logging/setLevel` and resource
     subscriptions (stdio, and HTTP with `LEGACY_SESSIONS`).
     """
+    serving: Endpoint = endpoint if endpoint is not None else default_endpoint()
     conf = get_settings()
     sessions = sessions if sessions is not None else SessionMemory()
 
@@ -132,7 +133,7 @@ def build_server(
             request_state=params.request_state,
             base_url=base_url_of(ctx) or base_url,
             client_address=client_address(ctx),
-            start_task=start_task if client_supports_tasks(ctx) else None,
+            start_task=functools.partial(start_task, endpoint=serving.name) if client_supports_tasks(ctx) else None,
         )
 
     async def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
@@ -265,12 +266,11 @@ def build_server(
         # (A view whose schema varies by caller declares no header-bound argument, so its schema for nobody serves.)
         return thaw(entry.input_schema) if entry is not None and decide(principal, entry).allowed else None
 
-    endpoint = endpoint if endpoint is not None else default_endpoint()
     server = Server(
-        endpoint.server_name,
+        serving.server_name,
         version=__version__,
-        title=endpoint.server_title,
-        instructions=endpoint.instructions,
+        title=serving.server_title,
+        instructions=serving.instructions,
         on_list_tools=list_tools,
         on_call_tool=asks_in_rounds(call),
         on_list_resources=list_resources,
@@ -283,7 +283,7 @@ def build_server(
         get_tool_input_schema=input_schema_for,
     )
     if conf.TASKS:
-        register_task_methods(server, resolve)
+        register_task_methods(server, resolve, serving.name)
     if conf.APPS:
         server.extensions[EXTENSION_ID] = {}
     if stateful_legacy:
@@ -297,7 +297,7 @@ def build_server(
     server.middleware.append(refuse_bad_chains)
     if not streams:
         server.middleware.append(refuse_streams)
-    server.middleware.append(RequestStateBoundary(request_state_security(), default_audience=endpoint.server_name))
+    server.middleware.append(RequestStateBoundary(request_state_security(), default_audience=serving.server_name))
     return server
 
 

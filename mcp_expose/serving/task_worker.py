@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import methods as sdk_methods
 from mcp_types.version import LATEST_PROTOCOL_VERSION
 
+from mcp_expose.access.protected_resource import canonical_uri
 from mcp_expose.access.scopes import expand_scopes
 from mcp_expose.calls import tasks
 from mcp_expose.calls.confirmation import StaleConfirmation
@@ -32,6 +33,7 @@ from mcp_expose.core.background import backend_named, task
 from mcp_expose.core.chain import InvalidChain, read_chain
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.endpoints import DEFAULT_ENDPOINT, endpoint_named
 from mcp_expose.core.errors import UnknownTool
 from mcp_expose.core.outage import database_unavailable, outage
 from mcp_expose.core.principal import AuthMethod, Principal, anonymous_principal, principal_for_user
@@ -145,7 +147,11 @@ async def _call(row: ToolTask, principal: Principal, report_progress: Any) -> di
         task_id=row.id,
     )
     try:
-        catalog = await sync_to_async(tidies_connections(provider.get_sync), thread_sensitive=False)()
+        whole = await sync_to_async(tidies_connections(provider.get_sync), thread_sensitive=False)()
+        endpoint = endpoint_named(str(call.get("endpoint") or DEFAULT_ENDPOINT))
+        if endpoint is None:  # the endpoint it was made at left the settings: nothing is offered there
+            raise UnknownTool(row.tool_name)
+        catalog = whole.for_endpoint(endpoint)
         outcome: ToolOutcome = await call_tool(catalog, principal, row.tool_name, call.get("arguments") or {}, request)
     except UnknownTool as exc:
         return {"error": {"code": types.INVALID_PARAMS, "message": str(exc)}}
@@ -248,6 +254,10 @@ def _principal_of(row: ToolTask) -> Principal | None:
     return None
 
 
+# Unexpired tokens of one client and user looked at when the task's own token was refreshed away.
+MAX_GRANT_CANDIDATES = 50
+
+
 def _live_grant(row: ToolTask) -> Any:
     """The access token to run as: the one last presented for the task if it still exists (DOT deletes a
     revoked token), else any unexpired token of the same client for the same user (the client refreshed it);
@@ -258,4 +268,18 @@ def _live_grant(row: ToolTask) -> Any:
     tokens = get_access_token_model().objects.filter(application__client_id=row.client_id)
     mine = tokens.filter(Q(user=row.user) | Q(user__isnull=True, application__user=row.user))
     token = mine.filter(pk=row.access_token_id).first() if row.access_token_id is not None else None
-    return token or mine.filter(expires__gt=timezone.now()).order_by("-expires").first()
+    if token is not None:
+        return token
+    # Only a token for the same resource (endpoint) carries the grant on: one for another endpoint is another grant.
+    if "resource" not in row.call:  # a task made before tasks remembered their resource
+        return mine.filter(expires__gt=timezone.now()).order_by("-expires").first()
+    resources = {canonical_uri(resource) for resource in row.call["resource"]}
+    live = mine.filter(expires__gt=timezone.now()).order_by("-expires")[:MAX_GRANT_CANDIDATES]
+    return next(
+        (
+            candidate
+            for candidate in live
+            if {canonical_uri(str(resource)) for resource in candidate.resource or ()} == resources
+        ),
+        None,
+    )

@@ -26,6 +26,7 @@ from mcp_expose.catalog.compiled import ToolEntry
 from mcp_expose.core.asking import ANSWERS_KEY, TASKS_EXTENSION, TaskRequired, write_state
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.db import in_worker_thread, tidies_connections
+from mcp_expose.core.endpoints import DEFAULT_ENDPOINT
 from mcp_expose.core.outage import database_unavailable, outage
 from mcp_expose.core.principal import Principal
 from mcp_expose.serving.request_context import Resolver
@@ -56,9 +57,14 @@ def client_supports_tasks(ctx: ServerRequestContext[Any]) -> bool:
 
 
 async def start_task(
-    entry: ToolEntry, principal: Principal, arguments: Mapping[str, Any], request: CallRequest
+    entry: ToolEntry,
+    principal: Principal,
+    arguments: Mapping[str, Any],
+    request: CallRequest,
+    endpoint: str = DEFAULT_ENDPOINT,
 ) -> TaskView:
-    """Make the task for this call and queue its run (the dispatcher's `StartTask`)."""
+    """Make the task for this call at `endpoint` and queue its run (the dispatcher's `StartTask`, with the
+    endpoint bound by the server)."""
     capabilities = request.client.capabilities
     call = {
         "arguments": dict(arguments),
@@ -76,18 +82,29 @@ async def start_task(
         "via": principal.via,
         # Which of the project's authenticators accepted it (a DRF class's name), for the same reason.
         "authenticator": principal.authenticator,
+        # Where it was made: its run sees that endpoint's toolset, and only a caller there follows it.
+        "endpoint": endpoint,
+        # The OAuth resources its token was issued for: a refreshed token of the same grant carries it on, a
+        # token of the same client for another endpoint does not.
+        "resource": _token_resources(principal),
     }
     return await in_worker_thread(tidies_connections(tasks.create))(entry.name, entry.key, principal, call, enqueue_run)
 
 
-def register_task_methods(server: Server[Any], resolve: Resolver) -> None:
-    """Serve tasks/get, tasks/update and tasks/cancel, and advertise the extension."""
+def _token_resources(principal: Principal) -> list[str]:
+    resources = getattr(principal.credential, "resource", None) if principal.method == "oauth" else None
+    return sorted(str(resource) for resource in resources or ())
+
+
+def register_task_methods(server: Server[Any], resolve: Resolver, endpoint: str = DEFAULT_ENDPOINT) -> None:
+    """Serve tasks/get, tasks/update and tasks/cancel of the tasks made at `endpoint`, and advertise the
+    extension."""
     server.extensions[TASKS_EXTENSION] = {}
 
     async def owned_task(ctx: ServerRequestContext[Any], params: TaskParams) -> tuple[Any, Principal]:
         _refuse_unnegotiated(ctx, params.task_id)
         principal, _catalog = await resolve(ctx)
-        row = await _in_thread(tasks.find, params.task_id, principal)
+        row = await _in_thread(tasks.find, params.task_id, principal, endpoint)
         if row is None:
             raise MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TASK)
         return row, principal

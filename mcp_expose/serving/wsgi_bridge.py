@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import threading
+import uuid
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any, cast
@@ -156,9 +157,17 @@ class _ProcessLoop:
         except concurrent.futures.TimeoutError:
             problem = f"its startup did not finish within {STARTUP_GUARD_SECONDS:.0f} s"
         if problem is not None:
-            logger.error("The MCP endpoint did not start in this worker process (pid %d): %s", self.pid, problem)
+            # The reason (declarations, module paths, import errors) is for the log; callers get an incident id.
+            incident = uuid.uuid4().hex[:16]
+            logger.error(
+                "The MCP endpoint did not start in this worker process (pid %d, incident %s): %s",
+                self.pid,
+                incident,
+                problem,
+            )
             self.failure = (
-                f"The MCP endpoint could not start in this worker process ({problem}). The server's log says why."
+                f"The MCP endpoint could not start in this worker process (incident {incident}). The server's log "
+                "says why."
             )
             return
         _on_exit(self.shutdown)
