@@ -11,6 +11,7 @@ import secrets
 import signal
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,15 +45,24 @@ def _postgres(database: str = "postgres") -> Any:
         pytest.fail(f"PostgreSQL is not reachable on 127.0.0.1:5432 as 'mcp' (run scripts/services): {exc}")
 
 
+@contextmanager
+def scale_database(prefix: str) -> Iterator[dict[str, str]]:
+    """A PostgreSQL database and a Redis key prefix of this run's own, as the environment of tests.settings_scale."""
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    with _postgres() as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield {"DJANGO_SETTINGS_MODULE": "tests.settings_scale", "MCP_SCALE_DB": name, "MCP_SCALE_PREFIX": name}
+    finally:
+        with _postgres() as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="module")
 def env() -> Iterator[dict[str, str]]:
     """A database and a Redis key prefix of this run's own."""
-    name = f"mcp_scale_{secrets.token_hex(4)}"
-    with _postgres() as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
-    yield {"DJANGO_SETTINGS_MODULE": "tests.settings_scale", "MCP_SCALE_DB": name, "MCP_SCALE_PREFIX": name}
-    with _postgres() as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scale_database("mcp_scale") as environment:
+        yield environment
 
 
 @pytest.fixture(scope="module")

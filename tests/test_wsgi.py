@@ -234,14 +234,10 @@ async def test_the_last_usage_rows_are_written_when_the_worker_stops(
 
 @pytest.fixture(scope="module")
 def scale_env() -> Iterator[dict[str, str]]:
-    from .test_scale import _postgres
+    from .test_scale import scale_database
 
-    name = f"mcp_wsgi_{secrets.token_hex(4)}"
-    with _postgres() as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
-    yield {"DJANGO_SETTINGS_MODULE": "tests.settings_scale", "MCP_SCALE_DB": name, "MCP_SCALE_PREFIX": name}
-    with _postgres() as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scale_database("mcp_wsgi") as environment:
+        yield environment
 
 
 def answered_by_every_worker(server: LiveServer, access_log: Path, workers: int, ask: Callable[[], Any]) -> None:
