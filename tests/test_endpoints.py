@@ -138,6 +138,21 @@ def test_an_endpoint_offers_its_toolset_of_the_catalog_once_per_revision() -> No
     assert [entry.key for entry in chosen.for_endpoint(read_only).tools] == ["a.write"]
 
 
+def test_a_rows_read_only_hint_does_not_put_a_writing_tool_on_a_read_only_endpoint() -> None:
+    from mcp_expose.declare.exposure_state import ExposureState
+
+    hinted = {
+        "a.write": ExposureState("a.write", annotations={"read_only": True}),  # what clients are told
+        "a.read": ExposureState("a.read", annotations={"read_only": False}),
+    }
+    whole = compile_catalog(
+        [_capability("a.write", read_only=False), _capability("a.read", read_only=True)], hinted, "r1"
+    )
+    assert whole.get("a.write").annotations.read_only is True  # the hint clients see is the row's
+    view = whole.for_endpoint(_endpoint(Toolset(everything=True, read_only=True)))
+    assert [entry.key for entry in view.tools] == []  # code says a.write writes; the row took a.read's away
+
+
 def test_row_tags_add_to_the_code_tags() -> None:
     from mcp_expose.declare.exposure_state import ExposureState
 

@@ -117,6 +117,27 @@ def test_a_single_string_for_scopes_is_refused(registry: CapabilityRegistry) -> 
         declare(registry, "shop.x", scopes="shop:write")
 
 
+@pytest.mark.parametrize("argument", ["scopes", "read_scopes", "write_scopes"])
+def test_models_refuse_a_single_string_for_scopes(registry: CapabilityRegistry, argument: str) -> None:
+    from project.library.models import Author
+
+    given = {argument: "library:read"}
+    if argument == "read_scopes":
+        given["write_scopes"] = ["library:write"]
+    with pytest.raises(DeclarationError, match=f"{argument}= takes a list of strings, not the single string"):
+        mcp_expose.ModelTools(Author, actions=["get", "delete"], prefix="t.authors", registry=registry, **given)
+    assert list(registry) == []  # nothing half-declared: 'l', 'i', 'b', ... never became scopes
+
+
+@pytest.mark.parametrize("argument", ["scopes", "permissions"])
+def test_views_refuse_a_single_string_for_scopes_and_permissions(registry: CapabilityRegistry, argument: str) -> None:
+    from project.library import api
+
+    with pytest.raises(DeclarationError, match=f"{argument}= takes a list of strings, not the single string"):
+        mcp_expose.expose_view(api.BookViewSet, actions=["list"], registry=registry, **{argument: "library.x"})
+    assert list(registry) == []
+
+
 @pytest.mark.parametrize(
     ("name", "fragment"),
     [("", "non-empty"), ("a" * 65, "65 characters"), ("has space", "' '"), ("slash/y", "'/'"), ("ünï", "'ïü'")],

@@ -109,6 +109,44 @@ def test_prompts_and_completion() -> None:
     assert run(complete, catalog, NOBODY, prompt="library.recommend", uri=None, argument="mood", prefix="") == ([], 0)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_prompt_may_put_an_image_in_any_of_its_message_forms(registry: CapabilityRegistry) -> None:
+    from decimal import Decimal
+
+    from mcp_expose import Image, Text
+
+    cover = mcp_expose.Image(COVER_PNG)
+
+    @mcp_expose.prompt(key="t.cover", registry=registry)
+    def describe_cover() -> list[Any]:
+        """Ask about a cover."""
+        return [
+            ("user", cover),
+            {"role": "assistant", "content": Text("A blue cover.")},
+            "And the price?",
+            ("assistant", Decimal("12.50")),
+            Image(b"GIF89a", "image/gif"),
+        ]
+
+    catalog = compile_catalog(list(registry), {})
+    _entry, messages = run(get_prompt, catalog, READER, "t.cover", {})
+    assert [(m.role, m.content) for m in messages] == [
+        ("user", cover),
+        ("assistant", "A blue cover."),
+        ("user", "And the price?"),
+        ("assistant", "12.50"),
+        ("user", Image(b"GIF89a", "image/gif")),
+    ]
+
+    @mcp_expose.prompt(key="t.bad_role", registry=registry)
+    def bad_role() -> list[Any]:
+        """Speak as the system."""
+        return [("system", cover)]
+
+    with pytest.raises(ReadFailed, match="not 'system'"):
+        run(get_prompt, compile_catalog(list(registry), {}), READER, "t.bad_role", {})
+
+
 @pytest.mark.anyio
 @pytest.mark.live
 @pytest.mark.parametrize("mode", list(MODES))

@@ -495,3 +495,38 @@ def test_mcp_tools_shows_each_user_their_schema(people: dict[str, Any]) -> None:
 
     assert loan_arguments("libby") == {"book", "borrower", "days"}
     assert loan_arguments("alice") == {"book", "days"}
+
+
+def test_a_plain_views_404_and_400_pages_are_not_found_and_invalid_input(
+    people: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.apps.parity import pages
+
+    registry = CapabilityRegistry()
+    with override_settings(ROOT_URLCONF="tests.apps.parity.urls"):
+        expose_view(pages.book_title, name="parity.book_title", registry=registry, read_only=True)
+        expose_view(
+            pages.shelf_mark,
+            name="parity.shelf_mark",
+            registry=registry,
+            read_only=True,
+            query_params={"mark": "A shelf mark"},
+        )
+        for capability in registry:
+            capability.signature  # noqa: B018
+        catalog = compile_catalog(list(registry), {})
+        missing = Book.objects.order_by("-pk").first().pk + 1
+        assert http(people["alice"], "get", f"/parity/pages/books/{missing}/title/").status_code == 404
+        assert http(people["alice"], "get", "/parity/pages/shelf-mark/?mark=../x").status_code == 400
+        caplog.clear()  # Django's own handler logged the HTTP refusals; from here on, only the MCP calls
+        caplog.set_level("INFO", logger="mcp_expose")
+        found = mcp(catalog, people["alice"], "parity.book_title", {"book_id": book("Cosmos")})
+        assert found.failure is None and found.value == {"title": "Cosmos"}
+        gone = mcp(catalog, people["alice"], "parity.book_title", {"book_id": missing})
+        assert gone.failure is not None and (gone.failure.code, gone.failure.message) == ("not_found", "Not found.")
+        probe = mcp(catalog, people["alice"], "parity.shelf_mark", {"mark": "../x"})
+        assert probe.failure is not None and probe.failure.code == "invalid_input", probe.failure
+        assert probe.failure.incident is None and "../x" not in probe.failure.message
+        assert mcp(catalog, people["alice"], "parity.shelf_mark", {"mark": "b12"}).value == {"mark": "B12"}
+    assert "tried to leave the shelves" not in caplog.text  # the view's message stays out of our log
+    assert "SuspiciousOperation" in caplog.text  # which names what the view raised

@@ -11,9 +11,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist
+from django.core.exceptions import BadRequest, ObjectDoesNotExist, SuspiciousOperation
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
 
 from mcp_expose.calls.results import ProjectionError, to_json_value
 from mcp_expose.catalog.compiled import ToolEntry
@@ -50,6 +51,14 @@ def failure_for(entry: ToolEntry, exc: Exception) -> ToolFailure:
         return _anticipated(entry, AccessDenied(_safe_text(exc) or None))
     if isinstance(exc, ObjectDoesNotExist):
         return _anticipated(entry, NotFound(_not_found_message(exc)))
+    if isinstance(exc, Http404):
+        # A view's 404 (get_object_or_404, a DetailView, a page past the last): over HTTP a 404 page, which
+        # shows its message only with DEBUG on, so the client gets the plain one.
+        return _anticipated(entry, NotFound())
+    if isinstance(exc, (BadRequest, SuspiciousOperation)):
+        # Over HTTP a 400 page; the message may describe what a probe tried, so it stays in the log.
+        logger.info("%s %s: the view refused the request: %s", entry.kind.capitalize(), entry.name, type(exc).__name__)
+        return _anticipated(entry, InvalidInput("The view refused the request as malformed."))
     if isinstance(exc, DjangoValidationError):
         return _anticipated(entry, InvalidInput(details=_validation_details(exc)))
     if isinstance(exc, ProjectionError):

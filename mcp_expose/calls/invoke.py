@@ -19,7 +19,7 @@ from django.db import connection, transaction
 
 from mcp_expose.calls.results import to_json_value
 from mcp_expose.catalog.compiled import ToolEntry
-from mcp_expose.core.content import as_bundle
+from mcp_expose.core.content import CONTENT_TYPES, as_bundle
 from mcp_expose.core.context import InvocationContext
 from mcp_expose.core.db import in_worker_thread, tidies_connections
 
@@ -82,9 +82,31 @@ class Abandonment:
             self.committed = True
 
 
+def _prompt_value(value: Any) -> Any:
+    """A prompt's messages as `calls.reading.messages` takes them: content items kept as they are (an image in a
+    (role, content) pair included), every other value projected to JSON."""
+    if isinstance(value, list):
+        return [_prompt_message(item) for item in value]
+    return _prompt_message(value)
+
+
+def _prompt_message(item: Any) -> Any:
+    if isinstance(item, list | tuple) and len(item) == 2:
+        return (to_json_value(item[0]), _prompt_content(item[1]))
+    if isinstance(item, Mapping) and "content" in item:
+        return {"role": to_json_value(item.get("role", "user")), "content": _prompt_content(item["content"])}
+    return _prompt_content(item)
+
+
+def _prompt_content(value: Any) -> Any:
+    return value if isinstance(value, CONTENT_TYPES) else to_json_value(value)
+
+
 def _project(entry: ToolEntry, value: Any) -> Any:
     if entry.capability.kind == "resource" and isinstance(value, str | bytes | bytearray):
         return value  # resource contents travel as text or blob, as they are
+    if entry.capability.kind == "prompt":
+        return _prompt_value(value)
     bundle = as_bundle(value)
     if bundle is not None:
         return bundle

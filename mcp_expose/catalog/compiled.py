@@ -141,9 +141,7 @@ class Catalog:
                 return tuple(
                     entry
                     for entry in entries
-                    if toolset.offers(
-                        entry.key, entry.tags, is_tool=is_tool, read_only_hint=entry.annotations.read_only
-                    )
+                    if toolset.offers(entry.key, entry.tags, is_tool=is_tool, read_only_hint=_reads_only(entry))
                 )
 
             tools = offered(self.tools, True)
@@ -305,6 +303,13 @@ def _page_conflicts(tools: Iterable[ToolEntry]) -> list[str]:
                 f"by {seen.key}; the page is served as {seen.key} declares it."
             )
     return problems
+
+
+def _reads_only(entry: ToolEntry) -> bool | None:
+    """Read-only for a READ_ONLY toolset: as code declared it and as the row hints it. The row's hint is what
+    clients are told; it cannot put a tool that writes on a read-only endpoint, as the transaction it runs in
+    follows the code's hint too."""
+    return entry.annotations.read_only and entry.capability.annotations.read_only
 
 
 def _annotations(declared: Annotations, overrides: Mapping[str, bool | None]) -> Annotations:

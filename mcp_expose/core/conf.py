@@ -151,8 +151,9 @@ DEFAULTS: dict[str, Any] = {
     # catalog, every module) is never scanned by the garbage collector again, which otherwise costs each
     # request a few percent of its CPU time in full collections. False leaves the collector alone.
     "FREEZE_GC": True,
-    # Answer plain 2026-07-28 tools/list requests from a listing encoded once per catalog revision and
-    # visibility set (the first one produced by the SDK itself), instead of running the SDK for each.
+    # Answer plain tools/list and tools/call requests (2026-07-28, and stateless 2025-11-25) without the SDK's
+    # per-request machinery: listings encoded once per catalog revision and visibility set (the first one
+    # produced by the SDK itself), calls through the same dispatcher, answers byte for byte the SDK's.
     # Off by itself, with one warning at startup, under an SDK lacking a piece it borrows (see sdk_internals).
     "FAST_PATH": True,
     # Answer every MCP request as JSON instead of SSE. Off: SSE lets clients see progress and

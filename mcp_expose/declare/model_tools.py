@@ -29,6 +29,7 @@ from mcp_expose.declare.registry import (
     ConfirmationDeclaration,
     TaskSupport,
     confirmation_fields,
+    string_set,
     tag_set,
     task_fields,
 )
@@ -161,6 +162,8 @@ class ModelTools:
                 f"{self.origin}: read_scopes= is given but write_scopes= is not, which would leave {writes} "
                 "needing no scope at all; give write_scopes= too."
             )
+        for what, given in (("scopes", scopes), ("read_scopes", read_scopes), ("write_scopes", write_scopes)):
+            string_set(given or (), what, self.origin)  # a single string is refused, saying so
         reading = frozenset(scopes if scopes is not None else read_scopes or ())
         writing = frozenset(scopes if scopes is not None else write_scopes or ())
         return {action: reading if action in READ_ACTIONS else writing for action in self.actions}

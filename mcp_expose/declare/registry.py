@@ -118,6 +118,13 @@ def confirmation_fields(requires_confirmation: ConfirmationDeclaration, origin: 
     )
 
 
+def string_set(values: Iterable[str], what: str, origin: str) -> frozenset[str]:
+    """`scopes=` or `permissions=` as a set: a single string would silently become a set of its characters."""
+    if isinstance(values, str):
+        raise DeclarationError(f"{origin}: {what}= takes a list of strings, not the single string {values!r}.")
+    return frozenset(values)
+
+
 def tag_set(tags: Iterable[str], origin: str) -> frozenset[str]:
     """A declaration's `tags=`, each a short label an endpoint's toolset may choose it by."""
     if isinstance(tags, str):

@@ -11,10 +11,10 @@ from mcp_expose.core.errors import DeclarationError
 from mcp_expose.declare.adapters.django_views import ViewOperation, call_view
 from mcp_expose.declare.adapters.routes import routes_for
 from mcp_expose.declare.json_schemas import capped_parameters, object_schema
-from mcp_expose.declare.registry import Annotations, Capability, CapabilityRegistry, tag_set
+from mcp_expose.declare.registry import Annotations, Capability, CapabilityRegistry, string_set, tag_set
 from mcp_expose.declare.registry import registry as default_registry
 from mcp_expose.declare.schema import build_signature, generated_signature
-from mcp_expose.declare.tools import _app_label_for, _string_set
+from mcp_expose.declare.tools import _app_label_for
 from mcp_expose.declare.uri_templates import InvalidUriTemplate
 from mcp_expose.declare.uri_templates import variables as uri_variables
 
@@ -50,8 +50,8 @@ def resource(
     target_registry = registry if registry is not None else default_registry
     common: dict[str, Any] = dict(
         title=title,
-        scopes=_string_set(scopes, "scopes", uri),
-        permissions=_string_set(permissions, "permissions", uri),
+        scopes=string_set(scopes, "scopes", uri),
+        permissions=string_set(permissions, "permissions", uri),
         annotations=Annotations(read_only=True),
         enabled_by_default=enabled,
         uri=uri,
@@ -153,8 +153,8 @@ def prompt(
             origin=origin,
             title=title,
             description=description if description is not None else inspect.cleandoc(target.__doc__ or ""),
-            scopes=_string_set(scopes, "scopes", origin),
-            permissions=_string_set(permissions, "permissions", origin),
+            scopes=string_set(scopes, "scopes", origin),
+            permissions=string_set(permissions, "permissions", origin),
             enabled_by_default=enabled,
             is_async=inspect.iscoroutinefunction(target),
             completions=dict(completions or {}),

@@ -17,6 +17,7 @@ from mcp_expose.declare.registry import (
     ConfirmationDeclaration,
     TaskSupport,
     confirmation_fields,
+    string_set,
     tag_set,
     task_fields,
 )
@@ -91,8 +92,8 @@ def tool(
             origin=origin,
             title=title,
             description=inspect.cleandoc(description if description is not None else (target.__doc__ or "")),
-            scopes=_string_set(scopes, "scopes", origin),
-            permissions=_string_set(permissions, "permissions", origin),
+            scopes=string_set(scopes, "scopes", origin),
+            permissions=string_set(permissions, "permissions", origin),
             annotations=Annotations(
                 read_only=read_only, destructive=destructive, idempotent=idempotent, open_world=open_world
             ),
@@ -121,9 +122,3 @@ def _app_label_for(target: Callable[..., Any], origin: str) -> str:
             "Declare tools in an installed app's mcp.py, or pass key='app_label.name'."
         )
     return config.label
-
-
-def _string_set(values: Iterable[str], what: str, origin: str) -> frozenset[str]:
-    if isinstance(values, str):
-        raise DeclarationError(f"{origin}: {what}= takes a list of strings, not the single string {values!r}.")
-    return frozenset(values)

@@ -20,6 +20,7 @@ from mcp_expose.declare.registry import (
     ConfirmationDeclaration,
     TaskSupport,
     confirmation_fields,
+    string_set,
     tag_set,
     task_fields,
 )
@@ -83,8 +84,8 @@ def expose_view(
     resource = resource or _resource(routes, origin)
     target_registry = registry if registry is not None else default_registry
     common: dict[str, Any] = dict(
-        scopes=frozenset(scopes),
-        permissions=frozenset(permissions),
+        scopes=string_set(scopes, "scopes", origin),
+        permissions=string_set(permissions, "permissions", origin),
         enabled_by_default=enabled,
         rate_limit=rate_limit,
         timeout=timeout,

@@ -5,7 +5,7 @@ from rest_framework.routers import SimpleRouter
 
 from project.urls import urlpatterns as demo_urlpatterns
 
-from . import api
+from . import api, pages
 
 router = SimpleRouter()
 router.register("parity/author-notes", api.AuthorNotes, basename="parity-author-notes")
@@ -18,6 +18,8 @@ urlpatterns = [
     path("parity/cheap/", api.CheapBooks.as_view(), name="parity-cheap"),
     path("parity/withdrawn/", api.Withdrawn.as_view(), name="parity-withdrawn"),
     path("parity/link/", api.ReportedBy.as_view(), name="parity-link"),
+    path("parity/pages/books/<int:book_id>/title/", pages.book_title, name="parity-book-title"),
+    path("parity/pages/shelf-mark/", pages.shelf_mark, name="parity-shelf-mark"),
     re_path(r"^parity/shelves/(?P<shelf>[a-z0-9-]+)/$", api.Shelf.as_view(), name="parity-shelf"),
     *router.urls,
     *demo_urlpatterns,
