@@ -27,7 +27,7 @@ CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": PREFIX}
 }
 # redis-py 8 reads with a 5 s socket timeout by default, the same as channels_redis's blocking pop: a longer
-# one lets the pop end by itself (the README's production settings say the same).
+# one lets the pop end by itself (docs/how-to/scale.md says the same).
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",

@@ -10,7 +10,7 @@ What the two must agree on:
 - HTTP 401/403: `permission_denied` with the view's own message.
 - HTTP 404: `not_found`, or `invalid_input` naming the URL argument when the value cannot be a URL of the
   route at all (documented: the schema carries the route's pattern).
-The deliberate differences (README, "Where MCP and HTTP differ") have cases of their own below.
+The deliberate differences (docs/how-to/expose-views.md, "Where MCP and HTTP differ") have cases of their own below.
 """
 
 from __future__ import annotations
