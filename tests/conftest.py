@@ -11,6 +11,22 @@ from mcp_expose.declare.registry import registry as global_registry
 
 from .live import LIVE_SETTINGS, LiveServer, prepare_demo, run_server
 
+# scripts/test runs the suite on two xdist workers with `--dist loadgroup`. A module's tests stay on one worker, so
+# that its module-scoped servers and databases are made once. The tests that drive the machine's shared PostgreSQL
+# and Redis, or inject faults into servers of their own, form one group: they run one after another, never beside
+# each other, whatever else runs on the other worker.
+SERVICES_GROUP = "services"
+SERVICES_MARKERS = ("scale", "outage")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        services = any(item.get_closest_marker(marker) for marker in SERVICES_MARKERS)
+        item.add_marker(pytest.mark.xdist_group(SERVICES_GROUP if services else item.nodeid.split("::")[0]))
+
 
 @pytest.fixture
 def anyio_backend() -> str:

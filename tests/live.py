@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -55,10 +60,114 @@ def manage(
     return result
 
 
+class ShellWorker:
+    """One `tests.shell_worker` process: `manage.py shell -c` for many snippets, paying Django's start once."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str]) -> None:
+        self.lock = threading.Lock()
+        self.log_path = data_dir / f"shell-{time.monotonic_ns()}.log"
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "tests.shell_worker"],
+                env=demo_env(data_dir, **env),
+                cwd=ROOT,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
+        self._answer()  # its "ready", once Django is set up
+
+    def run(self, code: str) -> str:
+        with self.lock:
+            assert self.process.stdin is not None
+            self.process.stdin.write(json.dumps({"code": code}) + "\n")
+            self.process.stdin.flush()
+            answer = self._answer()
+        if answer["failure"]:
+            raise AssertionError(
+                f"manage.py shell -c failed:\n{answer['stdout']}\n{answer['stderr']}{answer['failure']}"
+            )
+        return answer["stdout"]
+
+    def _answer(self) -> dict:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            self.process.wait()
+            raise AssertionError(
+                f"The shell worker exited with {self.process.returncode}:\n" + self.log_path.read_text(errors="replace")
+            )
+        return json.loads(line)
+
+    def stop(self) -> None:
+        """End its input (its loop ends there), and wait for it with its pipes closed."""
+        try:
+            self.process.communicate(timeout=HANG_GUARD_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.communicate()
+
+
+# The workers by data directory and environment; the least recently used stops beyond a few.
+_shell_workers: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ShellWorker] = OrderedDict()
+_shell_workers_lock = threading.Lock()
+MAX_SHELL_WORKERS = 4
+
+
+def run_snippet(data_dir: Path, code: str, *, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """What `manage(data_dir, "shell", "-c", code, env=env)` gives, from a long-lived process per data directory
+    and environment. For tests that are not about the command or about fresh processes (an outage's, say)."""
+    key = (str(data_dir), tuple(sorted((env or {}).items())))
+    with _shell_workers_lock:
+        worker = _shell_workers.pop(key, None)
+        if worker is None or worker.process.poll() is not None:
+            worker = ShellWorker(data_dir, env or {})
+        _shell_workers[key] = worker
+        retired = [_shell_workers.popitem(last=False)[1] for _ in range(len(_shell_workers) - MAX_SHELL_WORKERS)]
+    for old in retired:
+        old.stop()
+    stdout = worker.run(code)
+    return subprocess.CompletedProcess(["manage.py", "shell", "-c", code], 0, stdout, "")
+
+
+@atexit.register
+def _stop_shell_workers() -> None:
+    with _shell_workers_lock:
+        workers = list(_shell_workers.values())
+        _shell_workers.clear()
+    for worker in workers:
+        worker.stop()
+
+
+# Settings whose demo database is SQLite in the data directory: a copy of a migrated and seeded one is as fresh.
+SQLITE_SETTINGS = {"project.settings", "tests.settings_live", "tests.settings_conformance"}
+_demo_templates: dict[tuple[tuple[str, str], ...], Path] = {}
+_demo_templates_lock = threading.Lock()
+
+
 def prepare_demo(data_dir: Path, **env: str) -> str:
-    """Migrate and seed a fresh demo database; return the admin's API key."""
-    manage(data_dir, "demo", "--noinput", "--no-serve", env=env)
+    """A migrated and seeded demo database in `data_dir`; return the admin's API key.
+
+    On SQLite, `manage.py demo` runs once per environment and session, into a template directory, and each data
+    directory gets a copy of its files: the same rows, keys and secrets as a run of its own (and ten times
+    cheaper). Elsewhere (PostgreSQL) the command runs against the data directory's database."""
+    if env.get("DJANGO_SETTINGS_MODULE", "project.settings") not in SQLITE_SETTINGS:
+        manage(data_dir, "demo", "--noinput", "--no-serve", env=env)
+    else:
+        shutil.copytree(_demo_template(env), data_dir, dirs_exist_ok=True)
     return (data_dir / "demo-api-key.txt").read_text().strip()
+
+
+def _demo_template(env: dict[str, str]) -> Path:
+    key = tuple(sorted(env.items()))
+    with _demo_templates_lock:
+        if key not in _demo_templates:
+            template = Path(tempfile.mkdtemp(prefix="mcp-expose-demo-template-"))
+            atexit.register(shutil.rmtree, template, ignore_errors=True)
+            manage(template, "demo", "--noinput", "--no-serve", env=env)
+            _demo_templates[key] = template
+        return _demo_templates[key]
 
 
 def create_api_key(data_dir: Path, username: str, scopes: str, **env: str) -> str:
@@ -68,8 +177,7 @@ def create_api_key(data_dir: Path, username: str, scopes: str, **env: str) -> st
         f"user = get_user_model().objects.get(username={username!r});"
         f"print(ApiKey.create_key(user=user, name='test', scopes={scopes!r})[1])"
     )
-    # The last line: Django 5.2+ prints a note about auto-imported objects first.
-    return manage(data_dir, "shell", "-c", code, env=env).stdout.strip().splitlines()[-1]
+    return run_snippet(data_dir, code, env=env).stdout.strip().splitlines()[-1]
 
 
 @dataclass

@@ -1,5 +1,8 @@
 """MCP Apps over HTTP, both eras, with the official SDK client: a host that negotiated the extension gets each
-UI tool's `_meta.ui` and its `ui://` page; one that did not gets the same tools, unchanged, and no page."""
+UI tool's `_meta.ui` and its `ui://` page; one that did not gets the same tools, unchanged, and no page.
+
+Live: the demo in a uvicorn process of its own, with the toolbox's settings (tests.settings_live), which the
+in-process live server cannot load beside the unit tests' settings."""
 
 from __future__ import annotations
 

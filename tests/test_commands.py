@@ -1,3 +1,9 @@
+"""The management commands: mcp_sync, mcp_tools and mcp_call in this process, through `call_command`.
+
+`manage.py demo` runs as a real process on a data directory of its own: the command itself is the subject (it
+migrates, seeds, writes the key files, and reads no terminal when it has none).
+"""
+
 from __future__ import annotations
 
 import json

@@ -11,7 +11,7 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
-from .live import LIVE_SETTINGS, LiveServer, manage
+from .live import LIVE_SETTINGS, LiveServer, run_snippet
 from .oauth_client import Browser
 from .test_asking import ScriptedClient
 from .test_invocation import answer_on_page, approval_url, authors_named, shell
@@ -23,10 +23,8 @@ ACCEPT = types.ElicitResult(action="accept", content={"confirm": True})
 
 def set_channel(data: Path, key: str, channel: str) -> None:
     """What the admin's form does: save the row, which moves the catalog revision for every process."""
-    manage(
+    run_snippet(
         data,
-        "shell",
-        "-c",
         "from mcp_expose.models import ExposedTool\n"
         f"ExposedTool.objects.update_or_create(key={key!r}, defaults={{'confirmation_channel': {channel!r}}})",
         env=LIVE_SETTINGS,

@@ -19,7 +19,15 @@ from uvicorn.logging import AccessFormatter
 from mcp_expose.access.credential_leaks import LEAK_REASON
 from mcp_expose.access_log import StripQueryStrings
 
-from .live import LIVE_SETTINGS, LiveServer, create_api_key, jsonrpc_body, manage, modern_headers, run_server
+from .live import (
+    LIVE_SETTINGS,
+    LiveServer,
+    create_api_key,
+    jsonrpc_body,
+    modern_headers,
+    run_server,
+    run_snippet,
+)
 from .oauth_client import Browser, obtain_token, refresh, register_client
 from .test_processes import admin_session
 
@@ -80,7 +88,7 @@ def list_tools(server: LiveServer, token: str | None = None, query: str = "") ->
 
 
 def shell(data: Path, code: str) -> str:
-    return manage(data, "shell", "-c", code, env=LIVE_SETTINGS).stdout.strip().splitlines()[-1]
+    return run_snippet(data, code, env=LIVE_SETTINGS).stdout.strip().splitlines()[-1]
 
 
 def shown_time(data: Path, model: str, lookup: str) -> str:

@@ -1,4 +1,6 @@
-"""`manage.py demo` as it serves: production-like by default (DEBUG off), debug pages only with `--debug`."""
+"""`manage.py demo` as it serves: production-like by default (DEBUG off), debug pages only with `--debug`.
+
+The command runs as a real process: how it serves is the subject."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from mcp_expose.core.endpoints import Endpoint, Toolset, endpoint_problems, endp
 from mcp_expose.declare.registry import Annotations, Capability
 from mcp_expose.declare.schema import generated_signature
 
-from .live import LIVE_SETTINGS, LiveServer, manage, run_server
+from .live import LIVE_SETTINGS, LiveServer, manage, run_server, run_snippet
 from .mcp_client import connect
 
 ERAS = ["auto", "legacy"]
@@ -172,7 +172,7 @@ def live(data: Path) -> Iterator[LiveServer]:
 
 
 def _shell(data: Path, code: str) -> str:
-    return manage(data, "shell", "-c", code, env=LIVE_SETTINGS).stdout.strip().splitlines()[-1]
+    return run_snippet(data, code, env=LIVE_SETTINGS).stdout.strip().splitlines()[-1]
 
 
 def _token(data: Path, resource: str) -> str:

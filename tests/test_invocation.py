@@ -16,7 +16,15 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from .live import LIVE_SETTINGS, LiveServer, create_api_key, jsonrpc_body, manage, modern_headers, run_server
+from .live import (
+    LIVE_SETTINGS,
+    LiveServer,
+    create_api_key,
+    jsonrpc_body,
+    modern_headers,
+    run_server,
+    run_snippet,
+)
 from .mcp_client import MODES, connect
 from .oauth_client import Browser
 
@@ -26,7 +34,7 @@ LIVE = LIVE_SETTINGS
 
 
 def shell(data: Path, code: str) -> str:
-    return manage(data, "shell", "-c", code).stdout.strip().splitlines()[-1]
+    return run_snippet(data, code).stdout.strip().splitlines()[-1]
 
 
 def settled_usage(data: Path, conversation: str, expected: int, what: str) -> str:

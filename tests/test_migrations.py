@@ -1,5 +1,8 @@
 """Migrations that change the database in ways the model state does not show: here, 0008 dropping Django's
-single-column index on the usage log's tool name, by name, on SQLite and on PostgreSQL, both ways."""
+single-column index on the usage log's tool name, by name, on SQLite and on PostgreSQL, both ways.
+
+On PostgreSQL, `manage.py migrate` runs as a real process against a database of its own: the command and the
+migration graph as a deployment runs them are the subject."""
 
 from __future__ import annotations
 

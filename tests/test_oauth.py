@@ -16,7 +16,15 @@ import httpx2
 import pytest
 
 from .cimd import serve_documents
-from .live import LIVE_SETTINGS, LiveServer, create_api_key, jsonrpc_body, manage, modern_headers, run_server
+from .live import (
+    LIVE_SETTINGS,
+    LiveServer,
+    create_api_key,
+    jsonrpc_body,
+    modern_headers,
+    run_server,
+    run_snippet,
+)
 from .mcp_client import MODES, connect
 from .oauth_client import (
     REDIRECT_URI,
@@ -274,10 +282,8 @@ def test_revoked_and_expired_tokens_are_refused(
     assert call(server, revoked["access_token"], "tools/list").status_code == 401
 
     expired = obtain_token(reader, server.base_url, client_id, "mcp", resource)
-    manage(
+    run_snippet(
         data,
-        "shell",
-        "-c",
         "import hashlib; from datetime import timedelta; from django.utils import timezone;"
         "from oauth2_provider.models import AccessToken;"
         f"AccessToken.objects.filter(token_checksum=hashlib.sha256({expired['access_token']!r}.encode()).hexdigest())"
@@ -287,10 +293,8 @@ def test_revoked_and_expired_tokens_are_refused(
 
 
 def test_tokens_of_inactive_users_are_refused(server: LiveServer, data: Path, client_id: str, resource: str) -> None:
-    manage(
+    run_snippet(
         data,
-        "shell",
-        "-c",
         "from django.contrib.auth.models import User; User.objects.create_user('leaver', password='leaver')",
     )
     with Browser.logged_in(server.base_url, "leaver", "leaver") as leaver:
@@ -298,16 +302,14 @@ def test_tokens_of_inactive_users_are_refused(server: LiveServer, data: Path, cl
     assert call(server, token["access_token"], "tools/list").status_code == 200
     # Saved as the admin and user.save() do: the signal ends every process's memory of the token at once.
     deactivate = "leaver = User.objects.get(username='leaver'); leaver.is_active = False; leaver.save()"
-    manage(data, "shell", "-c", f"from django.contrib.auth.models import User; {deactivate}")
+    run_snippet(data, f"from django.contrib.auth.models import User; {deactivate}")
     assert call(server, token["access_token"], "tools/list").status_code == 401
     reactivate = "leaver = User.objects.get(username='leaver'); leaver.is_active = True; leaver.save()"
-    manage(data, "shell", "-c", f"from django.contrib.auth.models import User; {reactivate}")
+    run_snippet(data, f"from django.contrib.auth.models import User; {reactivate}")
     assert call(server, token["access_token"], "tools/list").status_code == 200  # known again
     # QuerySet.update() sends no signal: credentials_changed() says it instead.
-    manage(
+    run_snippet(
         data,
-        "shell",
-        "-c",
         "from django.contrib.auth.models import User; import mcp_expose; "
         "User.objects.filter(username='leaver').update(is_active=False); mcp_expose.credentials_changed()",
     )
@@ -362,10 +364,8 @@ def test_a_token_acting_for_no_user_is_refused(server: LiveServer) -> None:
 
 def test_a_token_without_the_base_scope_is_asked_to_step_up(server: LiveServer, data: Path, client_id: str) -> None:
     token = (
-        manage(
+        run_snippet(
             data,
-            "shell",
-            "-c",
             "from datetime import timedelta; from django.utils import timezone; from django.contrib.auth.models import User;"
             "from oauth2_provider.models import AccessToken, Application;"
             f"app = Application.objects.get(client_id={client_id!r});"
@@ -397,10 +397,8 @@ def test_a_per_client_allow_list(
 ) -> None:
     favoured = register_client(server.base_url, "Favoured")["client_id"]
     favoured_token = obtain_token(reader, server.base_url, favoured, "mcp library:read", resource)["access_token"]
-    manage(
+    run_snippet(
         data,
-        "shell",
-        "-c",
         "from mcp_expose.models import ExposedTool; from oauth2_provider.models import Application;"
         "row = ExposedTool.objects.get(key='library.popular_authors');"
         f"row.allowed_clients.set([Application.objects.get(client_id={favoured!r})])",
@@ -413,10 +411,8 @@ def test_a_per_client_allow_list(
         )
         assert refused.status_code == 400 and refused.json()["error"]["code"] == -32602
     finally:
-        manage(
+        run_snippet(
             data,
-            "shell",
-            "-c",
             "from mcp_expose.models import ExposedTool; ExposedTool.objects.get(key='library.popular_authors').allowed_clients.clear()",
         )
 
@@ -464,10 +460,8 @@ def assert_answers_like_unknown(server: LiveServer, token: str, name: str, regio
 
 def disable(data: Path, *keys: str, enabled: bool = False) -> None:
     """Untick (or tick) tools' enabled box, as an administrator does: the row is saved, the revision moves."""
-    manage(
+    run_snippet(
         data,
-        "shell",
-        "-c",
         "from mcp_expose.models import ExposedTool;"
         f"[row.save() for row in ExposedTool.objects.filter(key__in={list(keys)!r}) if setattr(row, 'enabled', {enabled!r}) is None]",
     )
@@ -678,10 +672,8 @@ def test_tokens_are_stored_hashed_and_responses_carry_iss(
     assert redirect["iss"] == [server.base_url + "/o"]  # RFC 9207
     token = exchange_code(server.base_url, client_id, redirect["code"][0], verifier, resource).json()
     stored = (
-        manage(
+        run_snippet(
             data,
-            "shell",
-            "-c",
             "import hashlib; from oauth2_provider.models import AccessToken, RefreshToken;"
             f"t = AccessToken.objects.get(token_checksum=hashlib.sha256({token['access_token']!r}.encode()).hexdigest());"
             "print(repr(t.token), repr(RefreshToken.objects.get(access_token=t).token))",

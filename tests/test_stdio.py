@@ -9,7 +9,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 
-from .live import ROOT, demo_env, manage
+from .live import ROOT, demo_env, run_snippet
 from .mcp_client import MODES
 
 pytestmark = [pytest.mark.anyio, pytest.mark.live]
@@ -49,10 +49,8 @@ async def test_stdio_calls_are_in_the_usage_log(demo_data: tuple[Path, str]) -> 
     data, _ = demo_data
     async with Client(stdio(data, "--user", "admin"), mode="auto") as client:
         await client.call_tool("library.echo", {"message": "over stdio"})
-    row = manage(
+    row = run_snippet(
         data,
-        "shell",
-        "-c",
         "from mcp_expose.models import ToolCall; c = ToolCall.objects.filter("
         "tool_name='library.echo', username='admin', auth_method='local').last(); print(c.outcome)",
     )

@@ -20,7 +20,15 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from mcp_expose.serving.capacity import CAPACITY_REACHED
 
-from .live import HANG_GUARD_SECONDS, LIVE_SETTINGS, LiveServer, create_api_key, manage, prepare_demo, run_server
+from .live import (
+    HANG_GUARD_SECONDS,
+    LIVE_SETTINGS,
+    LiveServer,
+    create_api_key,
+    prepare_demo,
+    run_server,
+    run_snippet,
+)
 from .mcp_client import connect
 
 pytestmark = [pytest.mark.anyio, pytest.mark.live]
@@ -57,7 +65,7 @@ async def test_a_change_saved_from_a_shell_reaches_listen_streams_and_sessions(t
         async with http, legacy, connect(server.mcp_url, key, "auto") as client:
             await legacy.list_tools()  # the session is known to the server once it made a request
             async with client.listen(tools_list_changed=True) as subscription:
-                await anyio.to_thread.run_sync(lambda: manage(tmp_path, "shell", "-c", DISABLE_FROM_A_SHELL))
+                await anyio.to_thread.run_sync(lambda: run_snippet(tmp_path, DISABLE_FROM_A_SHELL))
                 assert await next_event(subscription) == "ToolsListChanged"
                 with anyio.fail_after(HANG_GUARD_SECONDS):
                     await heard_by_session.wait()

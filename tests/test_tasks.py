@@ -24,10 +24,10 @@ from .live import (
     create_api_key,
     demo_env,
     jsonrpc_body,
-    manage,
     modern_headers,
     prepare_demo,
     run_server,
+    run_snippet,
     run_worker,
     start_server,
     stop_server,
@@ -238,7 +238,7 @@ async def test_a_required_task_writes_in_the_worker_and_is_counted_once(
         " ToolCall.objects.filter(tool_name='toolbox.author_task', outcome='ok').count(),"
         f" ToolTask.objects.get(id={task_id!r}).status)"
     )
-    assert manage(task_data, "shell", "-c", code, env=TASK_ENV).stdout.split()[-3:] == ["1", "1", "completed"]
+    assert run_snippet(task_data, code, env=TASK_ENV).stdout.split()[-3:] == ["1", "1", "completed"]
 
 
 async def test_the_tasks_methods_need_the_extension_and_name_their_task(live: LiveServer, admin: str) -> None:
@@ -328,7 +328,7 @@ async def _wait_until_started(task_data: Path, task_id: str) -> None:
 
     code = f"from mcp_expose.models import ToolTask; print(ToolTask.objects.get(id={task_id!r}).run)"
     with anyio.fail_after(120):
-        while manage(task_data, "shell", "-c", code, env=TASK_ENV).stdout.split()[-1] != "running":
+        while run_snippet(task_data, code, env=TASK_ENV).stdout.split()[-1] != "running":
             await anyio.sleep(0.1)
 
 

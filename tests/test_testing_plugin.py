@@ -471,6 +471,18 @@ async def test_the_live_server_serves_the_sdk_client_with_a_key(mcp_live: Any, e
     assert (row.auth_method, row.username, row.outcome) == ("api_key", "reader", "ok")
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_live_server_leaves_the_test_process_s_collector_alone(settings: Any) -> None:
+    """FREEZE_GC is for a server's own process: in the test run's, it would keep every earlier test's objects."""
+    import gc
+
+    settings.MCP_EXPOSE = {**settings.MCP_EXPOSE, "FREEZE_GC": True}
+    frozen_before = gc.get_freeze_count()
+    with LiveMcpServer() as live:
+        assert live.port is not None
+        assert gc.get_freeze_count() == frozen_before
+
+
 def test_a_live_server_that_cannot_start_says_so_and_undoes_its_settings() -> None:
     from django.conf import settings
 

@@ -11,7 +11,11 @@ from tests.live import LiveServer, _launch, free_port, stop_server
 
 @contextmanager
 def run_upstream(data_dir: Path, module: str, **env: str) -> Iterator[LiveServer]:
-    """`uvicorn tests.upstreams.<module>:app` on a free port, until the block ends."""
+    """`uvicorn tests.upstreams.<module>:app` on a free port, until the block ends.
+
+    At the end it stops as uvicorn stops on SIGTERM: it refuses new connections at once, then waits for the open
+    ones. A gateway keeps streams open to its upstreams, so that wait is bounded: a second, then the streams are
+    cut, as a gone upstream's are (uvicorn alone would wait for them for ever)."""
     port = free_port()
     command = [
         "-m",
@@ -23,6 +27,8 @@ def run_upstream(data_dir: Path, module: str, **env: str) -> Iterator[LiveServer
         str(port),
         "--log-level",
         "warning",
+        "--timeout-graceful-shutdown",
+        "1",
     ]
     server = _launch(data_dir, port, command, env)
     try:

@@ -89,8 +89,10 @@ class LiveMcpServer:
             target=self._serve, args=(server, listening), name="mcp-live-server", daemon=True
         )
         with ExitStack() as starting:
-            if not self.batch_usage:
-                starting.enter_context(_without_usage_batches())  # read once, by the lifespan's startup
+            # Read once, by the lifespan's startup: usage rows written before each answer unless batching is asked
+            # for, and the collector left alone (FREEZE_GC is for a server's own process; frozen here, every
+            # object the test run had made before this server would stay in memory to its end).
+            starting.enter_context(_startup_settings(batch_usage=self.batch_usage))
             self._thread.start()
             server.ready.wait(HANG_GUARD_SECONDS)
         if not server.started:
@@ -200,8 +202,11 @@ class _ReadyServer(uvicorn.Server):
             self.ready.set()
 
 
-def _without_usage_batches() -> Any:
+def _startup_settings(*, batch_usage: bool) -> Any:
     from django.conf import settings
     from django.test.utils import override_settings
 
-    return override_settings(MCP_EXPOSE={**getattr(settings, "MCP_EXPOSE", {}), "USAGE_BATCH_SECONDS": 0})
+    overrides: dict[str, Any] = {"FREEZE_GC": False}
+    if not batch_usage:
+        overrides["USAGE_BATCH_SECONDS"] = 0
+    return override_settings(MCP_EXPOSE={**getattr(settings, "MCP_EXPOSE", {}), **overrides})
