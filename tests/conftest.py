@@ -9,23 +9,47 @@ import pytest
 from mcp_expose.declare.registry import CapabilityRegistry
 from mcp_expose.declare.registry import registry as global_registry
 
-from .live import LIVE_SETTINGS, LiveServer, prepare_demo, run_server
+from .live import LIVE_SETTINGS, LiveServer, prepare_demo, process_starters, run_server
 
-# scripts/test runs the suite on two xdist workers with `--dist loadgroup`. A module's tests stay on one worker, so
-# that its module-scoped servers and databases are made once. The tests that drive the machine's shared PostgreSQL
-# and Redis, or inject faults into servers of their own, form one group: they run one after another, never beside
-# each other, whatever else runs on the other worker.
+# scripts/test runs the suite on two xdist workers with `--dist loadgroup --no-loadscope-reorder`. A module's tests
+# stay on one worker, so that its module-scoped servers and databases are made once. The tests that drive the
+# machine's shared PostgreSQL and Redis, or inject faults into servers of their own, form one group: they run one
+# after another, never beside each other, whatever else runs on the other worker.
 SERVICES_GROUP = "services"
 SERVICES_MARKERS = ("scale", "outage")
+
+
+def _group(item: pytest.Item) -> str:
+    if any(item.get_closest_marker(marker) for marker in SERVICES_MARKERS):
+        return SERVICES_GROUP
+    return item.nodeid.split("::")[0]
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        services = any(item.get_closest_marker(marker) for marker in SERVICES_MARKERS)
-        item.add_marker(pytest.mark.xdist_group(SERVICES_GROUP if services else item.nodeid.split("::")[0]))
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
+
+
+class LongestFirst:
+    """The groups in the order xdist hands them out (`--no-loadscope-reorder`): longest first, so that no long
+    group starts last and leaves the other worker idle. The services group, then the modules that start real
+    processes, then the rest in pytest-django's order (database tests before transactional ones), whose many short
+    tests fill the gaps at the end."""
+
+    @pytest.hookimpl(trylast=True)  # after pytest-django's own ordering
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        rank: dict[str, int] = {}
+        for item in items:
+            group = _group(item)
+            item_rank = 0 if group == SERVICES_GROUP else 1 if process_starters(Path(item.path)) else 2
+            rank[group] = min(rank.get(group, item_rank), item_rank)
+        items.sort(key=lambda item: rank[_group(item)])  # stable: each group keeps its own order
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(LongestFirst(), "mcp-expose-suite-order")
 
 
 @pytest.fixture

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import atexit
+import functools
 import json
 import os
 import shutil
@@ -26,6 +28,39 @@ LIVE_SETTINGS = {"DJANGO_SETTINGS_MODULE": "tests.settings_live"}
 # Every wait below ends on its event (the server answers or exits, the command or the shutdown returns); this only
 # stops a hang. Generous, since a loaded machine shared by several runs can be many times slower than an idle one.
 HANG_GUARD_SECONDS = 600.0
+
+
+# What starts a real process in this suite: the helpers here and in tests/upstream_servers.py, tests/services.py and
+# the browser tests, and the standard library's own (tests/test_suite_rules.py holds the modules that call them to
+# saying why; tests/conftest.py hands their groups out first).
+PROCESS_STARTERS = {
+    "run_server",
+    "start_server",
+    "run_demo",
+    "start_demo",
+    "run_upstream",
+    "run_worker",
+    "start_worker",
+    "manage",
+    "Popen",
+    "redis_server",
+    "PostgresCluster",
+    "runpytest_subprocess",
+    "launch",
+}
+
+
+@functools.cache
+def process_starters(module: Path) -> frozenset[str]:
+    """Which of PROCESS_STARTERS the test module at `module` calls."""
+    called = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.Call):
+            function = node.func
+            name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
+            if name in PROCESS_STARTERS:
+                called.add(name)
+    return frozenset(called)
 
 
 def free_port() -> int:
