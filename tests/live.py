@@ -205,13 +205,15 @@ def _demo_template(env: dict[str, str]) -> Path:
         return _demo_templates[key]
 
 
-def create_api_key(data_dir: Path, username: str, scopes: str, **env: str) -> str:
+def create_api_key(data_dir: Path, username: str, scopes: str, *, fresh_process: bool = False, **env: str) -> str:
     code = (
         "from django.contrib.auth import get_user_model;"
         "from mcp_expose.models import ApiKey;"
         f"user = get_user_model().objects.get(username={username!r});"
         f"print(ApiKey.create_key(user=user, name='test', scopes={scopes!r})[1])"
     )
+    if fresh_process:  # a `manage.py shell` of its own, which ends once the key is made
+        return manage(data_dir, "shell", "-c", code, env=env).stdout.strip().splitlines()[-1]
     return run_snippet(data_dir, code, env=env).stdout.strip().splitlines()[-1]
 
 
