@@ -31,8 +31,8 @@ HANG_GUARD_SECONDS = 600.0
 
 
 # What starts a real process in this suite: the helpers here and in tests/upstream_servers.py, tests/services.py and
-# the browser tests, and the standard library's own (tests/test_suite_rules.py holds the modules that call them to
-# saying why; tests/conftest.py hands their groups out first).
+# the browser tests, and the standard library's own (tests/test_suite_rules.py makes the modules that call them
+# say why; tests/conftest.py hands their groups out first).
 PROCESS_STARTERS = {
     "run_server",
     "start_server",
