@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -13,6 +12,7 @@ from mcp_expose.access.authenticators import configuration_problems as authentic
 from mcp_expose.core.conf import DEFAULTS, get_settings
 from mcp_expose.core.endpoints import endpoint_problems
 from mcp_expose.declare.adapters.middleware import middleware_factory
+from mcp_expose.declare.names import WIRE_NAME_STYLES
 from mcp_expose.declare.registry import CapabilityRegistry
 from mcp_expose.declare.registry import registry as default_registry
 
@@ -69,6 +69,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                     id="mcp_expose.E007",
                 )
             )
+    if conf.WIRE_NAMES not in WIRE_NAME_STYLES:
+        messages.append(
+            checks.Error(
+                f"MCP_EXPOSE['WIRE_NAMES'] is {conf.WIRE_NAMES!r}.",
+                hint="Use 'portable' (the default: names every client accepts) or 'dotted' (the names served before "
+                "this setting existed, which Claude Desktop and Codex refuse).",
+                id="mcp_expose.E022",
+            )
+        )
     messages += _view_middleware_messages(conf.VIEW_MIDDLEWARE)
     messages += [
         checks.Error(
@@ -156,20 +165,55 @@ def check_anonymous_access(app_configs: Any = None, **kwargs: Any) -> list[check
 
 @checks.register(checks.Tags.database)
 def check_rows(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """Rows whose name clashes are left out of the catalog; say which. And the lint of the tools as the
-    admin's rows serve them, where it finds more than the lint of the declarations (`check_catalog_lint`)."""
-    rows = _exposure_rows() if databases else None
-    if rows is None:
+    """Rows whose name clashes are left out of the catalog; say which. And the lint of the tools as they are
+    served (the admin's rows, the approved upstream tools), where it finds more than the lint of the
+    declarations (`check_catalog_lint`)."""
+    if not databases:
         return []
-    from mcp_expose.catalog.compiled import compile_catalog
+    from django.db import DatabaseError
 
-    catalog = compile_catalog(default_registry, rows)
+    from mcp_expose.catalog.compiled import CatalogProvider, compile_catalog
+
+    try:  # our tables may not exist yet: these checks also run before `migrate` applies our migrations
+        rows = CatalogProvider._load_rows()
+        served = CatalogProvider(default_registry).compile_now()
+    except DatabaseError:
+        return []
+    renamed = _dotted_name_messages([state.wire_name for state in rows.values() if state.wire_name], "admin's")
     clashes: list[checks.CheckMessage] = [
         checks.Warning(problem, hint="Rename the tool in the admin.", id="mcp_expose.W002")
-        for problem in catalog.problems
+        for problem in compile_catalog(default_registry, rows).problems
     ]
     declared = _lint(compile_catalog(default_registry, {}))
-    return clashes + [warning for warning in _lint(catalog) if warning not in declared]
+    return renamed + clashes + [warning for warning in _lint(served) if warning not in declared]
+
+
+@checks.register(checks.Tags.compatibility)
+def check_wire_names(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """In the dotted style, the declared names with a '.': Claude Desktop, Codex and the OpenAI API refuse a
+    tool list that holds one. (In the portable style every '.' is served as '_', so no name breaks them.)"""
+    return _dotted_name_messages([capability.name for capability in default_registry], "declared")
+
+
+def _dotted_name_messages(names: list[str], where: str) -> list[checks.CheckMessage]:
+    """W017 for the `names` (declared in code, or written in the admin's rows) served with a '.'."""
+    if get_settings().WIRE_NAMES != "dotted":
+        return []
+    dotted = sorted({name for name in names if "." in name})
+    if not dotted:
+        return []
+    shown = ", ".join(repr(name) for name in dotted[:3]) + (f" and {len(dotted) - 3} more" if len(dotted) > 3 else "")
+    return [
+        checks.Warning(
+            f"MCP_EXPOSE['WIRE_NAMES'] is 'dotted', so {len(dotted)} {where} "
+            + ("names are" if len(dotted) > 1 else "name is")
+            + f" served with a '.' ({shown}): Claude Desktop, Codex and the OpenAI API refuse a tool list that "
+            "holds one.",
+            hint="Set WIRE_NAMES to 'portable' once your clients call the new names (see the upgrade note in "
+            "CHANGELOG.md), or add 'mcp_expose.W017' to SILENCED_SYSTEM_CHECKS if every client accepts dots.",
+            id="mcp_expose.W017",
+        )
+    ]
 
 
 @checks.register(checks.Tags.compatibility)
@@ -196,19 +240,6 @@ def _lint(catalog: Any) -> list[checks.CheckMessage]:
             for problem in lint.problems
         )
     return messages
-
-
-def _exposure_rows() -> Mapping[str, Any] | None:
-    """The admin's rows, or None before our tables exist (these checks also run before `migrate` applies our
-    migrations)."""
-    from django.db import DatabaseError
-
-    from mcp_expose.catalog.compiled import CatalogProvider
-
-    try:
-        return CatalogProvider._load_rows()
-    except DatabaseError:
-        return None
 
 
 OUTAGE_SECONDS = (

@@ -154,10 +154,12 @@ def usage_summary_json(request: HttpRequest) -> HttpResponse:
 
 def server_card(request: HttpRequest) -> HttpResponse:
     """Our SEP-2127 server card, when MCP_EXPOSE['SERVER_CARD'] names us; 404 otherwise. Public, like the
-    protected resource metadata: it holds nothing a caller's credentials would add."""
-    from django.http import Http404, JsonResponse
+    protected resource metadata: it holds nothing a caller's credentials would add. Revalidated by its ETag."""
+    from django.core.handlers.asgi import ASGIRequest
+    from django.http import Http404
 
     from mcp_expose.access.protected_resource import request_origin
+    from mcp_expose.operator.server_card import MEDIA_TYPE, card_body
     from mcp_expose.operator.server_card import server_card as build_card
 
     if not get_settings().SERVER_CARD:
@@ -165,7 +167,8 @@ def server_card(request: HttpRequest) -> HttpResponse:
     cors = {
         "Access-Control-Allow-Origin": "*",
         "Access-Control-Allow-Methods": "GET",
-        "Access-Control-Allow-Headers": "Content-Type",
+        "Access-Control-Allow-Headers": "Content-Type, If-None-Match",
+        "Access-Control-Expose-Headers": "ETag",
     }
     if request.method == "OPTIONS":
         return HttpResponse(status=204, headers=cors)
@@ -173,5 +176,11 @@ def server_card(request: HttpRequest) -> HttpResponse:
         return HttpResponse(status=405, headers={"Allow": "GET, OPTIONS"})
     headers = _request_headers(request)
     scheme = request.scheme or "http"
-    card = build_card(resource_uri(scheme, headers), request_origin(scheme, headers))
-    return JsonResponse(card, headers={**cors, "Cache-Control": "public, max-age=3600"})
+    # Lists are announced as they change by the ASGI entry's streams; a process serving WSGI holds none.
+    announces = isinstance(request, ASGIRequest)
+    card = build_card(scheme, headers, request_origin(scheme, headers), announces_changes=announces)
+    body, etag = card_body(card)
+    cached = {**cors, "Cache-Control": "public, max-age=3600", "ETag": etag}
+    if etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
+        return HttpResponse(status=304, headers=cached)
+    return HttpResponse(body, content_type=MEDIA_TYPE, headers=cached)

@@ -29,4 +29,6 @@ REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"loans": "8/min"}
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.parity"]  # noqa: F405
 
 # The library's default, not the demo's: tests that reach a loopback upstream turn it on where they mean it.
-MCP_EXPOSE = {**MCP_EXPOSE, "UPSTREAM_ALLOW_LOOPBACK": False, "SERVER_CARD": None}  # noqa: F405
+# The dotted names that deployments may keep (WIRE_NAMES = "dotted"): every in-process test then shows that
+# setting at work, while the demo's own settings, its live tests and tests/test_names.py serve the portable default.
+MCP_EXPOSE = {**MCP_EXPOSE, "UPSTREAM_ALLOW_LOOPBACK": False, "SERVER_CARD": None, "WIRE_NAMES": "dotted"}  # noqa: F405

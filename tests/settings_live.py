@@ -8,6 +8,7 @@
 - MCP_TEST_SQLITE_TIMEOUT=S: SQLite waits S seconds for a lock held by another connection (default 20).
 - MCP_TEST_USAGE_SPILL_DIR=path: USAGE_SPILL_DIR, where usage rows the database cannot take are kept.
 - MCP_TEST_LEGACY_SESSIONS=1: stateful 2025-11-25 sessions.
+- MCP_TEST_WIRE_NAMES=portable: the default names (these settings serve the dotted ones deployments may keep).
 - MCP_TEST_BROKEN_APP=1: the toolbox adds a tool whose MCP App page does not render (its E019 would stop every
   management command, so only the server that shows what a host is answered for it has it).
 - MCP_TEST_TASK_LEASE=S, MCP_TEST_TASK_HEARTBEAT=S, MCP_TEST_TASK_POLL_INTERVAL=S: the MCP task timings, short
@@ -37,6 +38,9 @@ MCP_EXPOSE = {
     "VIEW_MIDDLEWARE": [path for path in os.environ.get("MCP_TEST_VIEW_MIDDLEWARE", "").split(",") if path],
     "USAGE_SPILL_DIR": os.environ.get("MCP_TEST_USAGE_SPILL_DIR") or None,
     "LEGACY_SESSIONS": os.environ.get("MCP_TEST_LEGACY_SESSIONS") == "1",
+    # The dotted names deployments may keep, as in tests/settings.py: the live servers of the toolbox show the
+    # setting at work end to end; the demo's (project.settings) serve the portable default.
+    "WIRE_NAMES": os.environ.get("MCP_TEST_WIRE_NAMES", "dotted"),
 }
 for _seconds in ("TASK_LEASE", "TASK_HEARTBEAT", "TASK_POLL_INTERVAL"):
     if f"MCP_TEST_{_seconds}" in os.environ:

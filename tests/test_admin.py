@@ -146,15 +146,24 @@ def test_rows_cannot_be_added_by_hand(admin_client: Client) -> None:
 def test_api_key_secret_is_shown_once(admin_client: Client) -> None:
     url = "/admin/mcp_expose/apikey/add/"
     token = csrf_token(admin_client, url)
-    user = User.objects.get(username="boss")
+    User.objects.create_user("reader", password="pw")
+    form = admin_client.get(url).content.decode()
+    assert 'name="user" value="boss"' in form  # a username box, filled with the signed-in superuser
+    unknown = admin_client.post(
+        url, {"name": "ci", "user": "nobody", "scopes": "library:read", "csrfmiddlewaretoken": token}
+    )
+    assert unknown.status_code == 200 and "No user has the username &#x27;nobody&#x27;." in unknown.content.decode()
+    assert not ApiKey.objects.filter(name="ci").exists()
     response = admin_client.post(
-        url, {"name": "ci", "user": user.pk, "scopes": "library:read", "csrfmiddlewaretoken": token}
+        url, {"name": "ci", "user": "reader", "scopes": "library:read", "csrfmiddlewaretoken": token}
     )
     page = response.content.decode()
     assert response.status_code == 200 and "no-store" in response["Cache-Control"]
-    secret = re.search(r'value="(mcpx_[^"]+)"', page).group(1)
+    secret = re.search(r'id="mcp-api-key-secret" [^>]*value="(mcpx_[^"]+)"', page).group(1)
+    # The whole key once more, in the header clients send: the form they paste.
+    assert f'value="Authorization: Bearer {secret}"' in page
     key = ApiKey.objects.get(name="ci")
-    assert key.matches(secret)
+    assert key.matches(secret) and key.user.username == "reader"
     change_page = admin_client.get(f"/admin/mcp_expose/apikey/{key.pk}/change/").content.decode()
     assert secret not in change_page and key.prefix in change_page
 
@@ -164,7 +173,7 @@ def test_api_key_scopes_are_validated(admin_client: Client) -> None:
     token = csrf_token(admin_client, url)
     user = User.objects.get(username="boss")
     response = admin_client.post(
-        url, {"name": "x", "user": user.pk, "scopes": 'bad"scope', "csrfmiddlewaretoken": token}
+        url, {"name": "x", "user": user.username, "scopes": 'bad"scope', "csrfmiddlewaretoken": token}
     )
     assert response.status_code == 200 and "not a valid scope" in response.content.decode()
     assert not ApiKey.objects.filter(name="x").exists()
@@ -179,6 +188,15 @@ def test_revoke_action(admin_client: Client) -> None:
     )
     key.refresh_from_db()
     assert key.revoked_at is not None and not key.is_usable
+
+
+def test_the_change_page_says_in_words_whether_the_code_declares_the_capability(admin_client: Client) -> None:
+    row = ExposedTool.objects.get(key="library.echo")
+    page = admin_client.get(f"{CHANGELIST}{row.pk}/change/").content.decode()
+    assert "Yes: the code declares this capability." in page
+    ExposedTool.objects.filter(pk=row.pk).update(stale=True)
+    page = admin_client.get(f"{CHANGELIST}{row.pk}/change/").content.decode()
+    assert "No: the code no longer declares it." in page and "never served" in page
 
 
 def test_staff_without_permission_cannot_change_rows() -> None:

@@ -97,6 +97,24 @@ def text(result: Any) -> str:
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_every_name_the_conformance_fixtures_serve_is_accepted_by_every_client(
+    stateful: LiveServer, mode: str
+) -> None:
+    """The official conformance suite's fixtures (tests/apps/conformance), as a client lists them: Claude Desktop
+    refuses a whole tool list for one name outside its pattern (tests/test_names.py has the demo's)."""
+    from .test_names import accepted_everywhere
+
+    http, client = ScriptedClient().client(stateful.mcp_url, mode)
+    async with http, client:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        names += [prompt.name for prompt in (await client.list_prompts()).prompts]
+        names += [resource.name for resource in (await client.list_resources()).resources]
+        names += [template.name for template in (await client.list_resource_templates()).resource_templates]
+    assert len(names) > 20 and "test_simple_text" in names
+    assert [name for name in names if not accepted_everywhere(name)] == []
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_one_tool_asks_in_both_eras(stateful: LiveServer, mode: str) -> None:
     scripted = ScriptedClient(name="Ada", color="green")
     http, client = scripted.client(stateful.mcp_url, mode)

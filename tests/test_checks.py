@@ -68,4 +68,6 @@ def test_row_name_clashes_are_reported_by_the_database_check() -> None:
     assert check_rows() == []
     ExposedTool.objects.filter(key="library.echo").update(wire_name="LIBRARY.GET_BOOK")
     messages = check_rows(databases=["default"])
-    assert ids(messages) == ["mcp_expose.W002"] and "library.echo" in messages[0].msg
+    # These settings keep the dotted names: the override is one more name with a '.' (W017), then the clash.
+    assert ids(messages) == ["mcp_expose.W017", "mcp_expose.W002"] and "library.echo" in messages[1].msg
+    assert "1 admin's name is served with a '.' ('LIBRARY.GET_BOOK')" in messages[0].msg

@@ -64,6 +64,17 @@ def test_mcp_call_runs_through_the_dispatcher(reader: User) -> None:
     assert whoami["credential"] == "command" and whoami["request_auth"] is None
 
 
+def test_mcp_call_prints_the_content_of_a_result_without_structured_content(reader: User) -> None:
+    from project.library.models import Author, Book
+
+    book = Book.objects.create(title="Tehanu", author=Author.objects.create(name="Ursula K. Le Guin"), price=9)
+    lines = run("mcp_call", "library.book_card", json.dumps({"book_id": book.pk}), "--user", "reader").splitlines()
+    assert lines[0] == "Tehanu by Ursula K. Le Guin"
+    assert lines[1].startswith("[image: image/png, ") and lines[1].endswith(" base64 characters]")
+    link = json.loads("\n".join(lines[2:]))
+    assert link["type"] == "resource_link" and link["uri"] == f"library://books/{book.pk}"
+
+
 def test_mcp_call_reports_errors_with_a_nonzero_exit(reader: User) -> None:
     with pytest.raises(CommandError, match="reported an error") as caught:
         call_command("mcp_call", "library.echo", '{"message": 5}', "--user", "reader", stdout=StringIO())

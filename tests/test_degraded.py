@@ -157,12 +157,13 @@ async def test_rate_limited_tools_fail_closed_and_other_tools_are_served(
     on_redis: RedisServer, catalog: Catalog
 ) -> None:
     caller = Principal(user=None, method="local")
-    assert (await call_tool(catalog, caller, "t.limited", {})).ok
+    # Served by their portable names: these settings are the library's defaults.
+    assert (await call_tool(catalog, caller, "t_limited", {})).ok
     on_redis.stop()
-    refused = await call_tool(catalog, caller, "t.limited", {})
+    refused = await call_tool(catalog, caller, "t_limited", {})
     assert refused.failure is not None and refused.failure.code == "unavailable"
     assert refused.failure.details == {"retry_after": 5} and "shared cache" in refused.failure.message
-    served = await call_tool(catalog, caller, "t.plain", {})
+    served = await call_tool(catalog, caller, "t_plain", {})
     assert served.ok and served.value == "served"
 
 

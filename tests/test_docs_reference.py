@@ -135,3 +135,56 @@ def test_every_error_code_has_its_heading_and_every_heading_is_a_code() -> None:
     documented = headings("errors.md", 3)
     assert sorted(codes - documented) == [], "error codes missing from docs/reference/errors.md"
     assert sorted(documented - codes) == [], "headings in docs/reference/errors.md that are no error code"
+
+
+def table_rows_with_other_cell_counts(text: str) -> list[tuple[int, int, int]]:
+    """Each table row whose cell count differs from its header's, as the docs site's Markdown engine splits cells
+    (`|` inside a code span is text; a bare one between code spans is a column break): (line, header, row)."""
+    import markdown
+
+    splitter = markdown.Markdown(extensions=["tables"]).parser.blockprocessors["table"]
+    splitter.border = True  # every table in the docs starts its rows with `|`
+    found, header, in_fence = [], None, False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+        if in_fence or not line.lstrip().startswith("|"):
+            header = None
+            continue
+        cells = len(splitter._split_row(line.strip()))
+        if header is None:
+            header = cells
+        elif cells != header:
+            found.append((number, header, cells))
+    return found
+
+
+def test_every_table_row_has_as_many_cells_as_its_header() -> None:
+    wrong = {
+        f"{path.relative_to(ROOT)}:{line}": f"{cells} cells under a header of {header}"
+        for path in sorted((ROOT / "docs").rglob("*.md"))
+        for line, header, cells in table_rows_with_other_cell_counts(path.read_text())
+    }
+    assert wrong == {}, "Write 'or' in prose, or keep `|` inside one code span: " + repr(wrong)
+
+
+def test_the_row_check_sees_a_bare_bar_between_code_spans() -> None:
+    table = "| Name | Type |\n|---|---|\n| `a` | `str | None` |\n| `b` | list of `str` | `None` |\n"
+    assert table_rows_with_other_cell_counts(table) == [(4, 2, 3)]
+
+
+def test_every_inspector_command_in_the_docs_pins_the_version_the_tests_run() -> None:
+    """An unpinned `npx` runs whatever its cache holds (an old Inspector refuses the arguments), and without
+    `--yes` it asks before installing, which fails without a terminal."""
+    import json
+
+    pinned = json.loads((ROOT / "tests" / "clients" / "package.json").read_text())["dependencies"]
+    expected = f"npx --yes @modelcontextprotocol/inspector@{pinned['@modelcontextprotocol/inspector']}"
+    commands = [
+        f"{path.relative_to(ROOT)}: {line.strip()}"
+        for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+        for line in path.read_text().splitlines()
+        if re.search(r"\bnpx\b.*@modelcontextprotocol/inspector", line)
+    ]
+    assert commands, "the docs show how to run the Inspector"
+    assert [command for command in commands if expected not in command] == []

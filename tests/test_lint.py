@@ -13,7 +13,10 @@ from mcp_expose.checks import check_catalog_lint, check_rows
 from mcp_expose.declare.registry import CapabilityRegistry
 from mcp_expose.operator.overview import HEAVY_DEFINITION_TOKENS, lint_entry, read_grants_of
 
-HIERARCHY = {"MCP_EXPOSE": {"BASE_SCOPE": "mcp", "SCOPE_HIERARCHY": {"shop:write": ["shop:read"]}}}
+# With the dotted names of the unit settings (tests/settings.py), which these tests name tools by.
+HIERARCHY = {
+    "MCP_EXPOSE": {"BASE_SCOPE": "mcp", "SCOPE_HIERARCHY": {"shop:write": ["shop:read"]}, "WIRE_NAMES": "dotted"}
+}
 
 
 def plain() -> None:
@@ -119,3 +122,29 @@ def test_with_the_database_the_lint_sees_the_admins_descriptions() -> None:
     assert check_rows() == []  # the database checks read rows only when asked to
     [warning] = check_rows(databases=["default"])  # only what the rows add to the declared lint
     assert warning.id == "mcp_expose.W004" and "'library.echo'" in warning.msg
+
+
+@pytest.mark.django_db
+def test_the_database_lint_sees_upstream_tools_as_their_rows_serve_them() -> None:
+    """An upstream's own hints are not trusted, so its tools are served as destructive: one enabled under a
+    reading scope is what W007 is for, until the row vouches that it only reads."""
+    from mcp_expose.models import ExposedTool, UpstreamServer, UpstreamTool
+
+    server = UpstreamServer.objects.create(name="desk", url="https://desk.example.com/mcp")
+    definition = {
+        "name": "lookup",
+        "title": None,
+        "description": "Look up a ticket.",
+        "input_schema": {"type": "object", "properties": {}},
+        "output_schema": None,
+        "annotations": {"readOnlyHint": True},
+    }
+    tool = UpstreamTool.objects.create(
+        server=server, name="lookup", status="approved", approved=definition, approved_digest="a" * 64
+    )
+    row = ExposedTool.objects.create(key=tool.key, enabled=True, extra_scopes="library:read")
+    [warning] = check_rows(databases=["default"])
+    assert warning.id == "mcp_expose.W007" and warning.msg.startswith("The tool 'desk.lookup': it is not read-only")
+    row.read_only_hint = True
+    row.save()
+    assert check_rows(databases=["default"]) == []

@@ -21,7 +21,7 @@ from mcp_expose.access.stepup import may_be_tool_call, missing_scopes, tool_call
 from mcp_expose.catalog.compiled import compile_catalog
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.registry import CapabilityRegistry
-from mcp_expose.oauth.checks import check_oauth_settings
+from mcp_expose.oauth.checks import check_oauth_settings, check_tool_scopes_are_grantable
 from mcp_expose.oauth.settings import oauth2_provider_settings
 from mcp_expose.operator.consent import consent_details
 
@@ -145,6 +145,24 @@ def test_app_order_matters_for_the_consent_template() -> None:
     installed = ["django.contrib.auth", "django.contrib.contenttypes", "oauth2_provider", "mcp_expose"]
     with override_settings(OAUTH2_PROVIDER=recommended, INSTALLED_APPS=installed):
         assert ids(check_oauth_settings()) == ["mcp_expose.W014"]
+
+
+def test_a_tool_scope_that_dot_cannot_grant_is_a_warning_naming_it(
+    restore_global_registry: CapabilityRegistry,
+) -> None:
+    assert check_tool_scopes_are_grantable() == []  # the demo's tools need only scopes its DOT settings list
+    for name in ("refund", "cancel", "void", "reissue"):
+        mcp_expose.tool(registry=restore_global_registry, key=f"shop.{name}", scopes=["shop:write"])(lambda: None)
+    [warning] = check_tool_scopes_are_grantable()
+    assert warning.id == "mcp_expose.W016"
+    assert warning.msg.startswith(
+        "The scope 'shop:write', which 'shop.refund', 'shop.cancel', 'shop.void' and 1 more need, is not in "
+        "OAUTH2_PROVIDER['SCOPES']"
+    )
+    assert "invalid_scope" in warning.msg and "Add 'shop:write' to OAUTH2_PROVIDER['SCOPES']" in warning.hint
+    # A scope DOT grants may imply it: then a client can hold it.
+    with override_settings(MCP_EXPOSE={"SCOPE_HIERARCHY": {"library:write": ["shop:write"]}}):
+        assert check_tool_scopes_are_grantable() == []
 
 
 def application(**fields: Any) -> Any:

@@ -46,7 +46,7 @@ async def test_disabling_in_the_admin_of_one_process_hides_the_tool_in_another(t
     key = prepare_demo(tmp_path)
     with run_server(tmp_path) as first, run_server(tmp_path) as second:
         async with connect(second.mcp_url, key, mode) as client:
-            assert "library.popular_authors" in [tool.name for tool in (await client.list_tools()).tools]
+            assert "library_popular_authors" in [tool.name for tool in (await client.list_tools()).tools]
 
         with admin_session(first.base_url) as admin:
             pk = row_id(admin, "library.popular_authors")
@@ -57,7 +57,7 @@ async def test_disabling_in_the_admin_of_one_process_hides_the_tool_in_another(t
                 admin.post(changelist, data=action, headers={"Referer": first.base_url + changelist}).status_code == 403
             )
             async with connect(second.mcp_url, key, mode) as client:
-                assert "library.popular_authors" in [tool.name for tool in (await client.list_tools()).tools]
+                assert "library_popular_authors" in [tool.name for tool in (await client.list_tools()).tools]
 
             token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', admin.get(changelist).text).group(1)
             done = admin.post(
@@ -69,9 +69,9 @@ async def test_disabling_in_the_admin_of_one_process_hides_the_tool_in_another(t
 
         async with connect(second.mcp_url, key, mode) as client:
             names = [tool.name for tool in (await client.list_tools()).tools]
-            assert "library.popular_authors" not in names and "library.search_books" in names
-            with pytest.raises(Exception, match="Unknown tool: library.popular_authors"):
-                await client.call_tool("library.popular_authors", {})
+            assert "library_popular_authors" not in names and "library_search_books" in names
+            with pytest.raises(Exception, match="Unknown tool: library_popular_authors"):
+                await client.call_tool("library_popular_authors", {})
 
 
 @pytest.mark.parametrize("mode", list(MODES))
@@ -80,7 +80,7 @@ async def test_servers_without_lifespan_events_start_the_sdk_on_first_use(tmp_pa
     key = prepare_demo(tmp_path)
     with run_server(tmp_path, lifespan="off") as server:
         async with connect(server.mcp_url, key, mode) as client:
-            result = await client.call_tool("library.echo", {"message": "first use"})
+            result = await client.call_tool("library_echo", {"message": "first use"})
         assert result.structured_content == {"caller": "admin", "message": "first use"}
         assert "Task group is not initialized" not in server.log()
 
@@ -115,7 +115,7 @@ async def test_list_changed_reaches_an_open_listen_stream(tmp_path: Path) -> Non
                             break
             names = [tool.name for tool in (await client.list_tools()).tools]
     assert events == ["ToolsListChanged", "PromptsListChanged"]
-    assert "library.popular_authors" not in names
+    assert "library_popular_authors" not in names
 
 
 async def test_a_server_stopped_while_the_database_is_locked_loses_no_usage_row(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The demo spoken to by real MCP clients from the Node ecosystem, with the admin's API key as a Bearer token.
 
 The TypeScript SDK v1 (2025-11-25 handshake), the SDK v2 (negotiating `auto`, pinned to 2026-07-28, and in its default
-`legacy` mode) and the MCP Inspector CLI in both eras each list the tools and call `library.echo`; the checks read
+`legacy` mode) and the MCP Inspector CLI in both eras each list the tools and call `library_echo`; the checks read
 what the client got back and which protocol revision it negotiated, and the Inspector's strict schema lint finds every
 tool's schema portable. The toolchain (Node 22 and the pinned packages of tests/clients/package-lock.json) is installed
 by `bash scripts/node-toolchain` into var/node/.
@@ -95,7 +95,7 @@ def inspector(server: LiveServer, token: str, era: str, method: str, *options: s
 
 def assert_tools(names: list[str]) -> None:
     assert len(names) == len(set(names)), names
-    assert {"library.echo", "library.search_books", "library.get_book", "library.whoami"} <= set(names), names
+    assert {"library_echo", "library_search_books", "library_get_book", "library_whoami"} <= set(names), names
 
 
 def assert_statuses(wire: list[dict[str, Any]]) -> None:
@@ -176,12 +176,12 @@ def test_inspector_cli(node: Path, home: Path, demo_server: LiveServer, admin_ke
 
     tools = call("tools/list")["tools"]
     assert_tools([tool["name"] for tool in tools])
-    echo = next(tool for tool in tools if tool["name"] == "library.echo")
+    echo = next(tool for tool in tools if tool["name"] == "library_echo")
     assert echo["inputSchema"]["required"] == ["message"]
     assert echo["annotations"]["readOnlyHint"] is True
 
     message = MESSAGE.format(client=f"inspector {era}")
-    result = call("tools/call", "--tool-name", "library.echo", "--tool-args-json", json.dumps({"message": message}))
+    result = call("tools/call", "--tool-name", "library_echo", "--tool-args-json", json.dumps({"message": message}))
     assert_echoed(result, message)
     if era == "modern":
         # A 2026-07-28 result names the server in its _meta: the call really went over the modern wire.
@@ -198,11 +198,11 @@ def test_inspector_finds_every_tool_schema_portable(
     result = run_node(node, home, *args, server=demo_server)
     envelope = one_json(result.stdout)
     tools = {tool["name"]: tool for tool in envelope["result"]["tools"]}
-    assert {"library.books.create", "library.loans.create", "library.authors.create"} <= set(tools), sorted(tools)
+    assert {"library_books_create", "library_loans_create", "library_authors_create"} <= set(tools), sorted(tools)
     assert envelope.get("schemaFindings") is None, json.dumps(envelope["schemaFindings"], indent=1)
     assert "Warning:" not in result.stderr and "Schema portability" not in result.stderr, result.stderr
     # What the lint asked for: a primary key or a nullable field as single-type branches, still both kinds.
-    author = tools["library.books.create"]["inputSchema"]["properties"]["author"]
+    author = tools["library_books_create"]["inputSchema"]["properties"]["author"]
     assert [branch["type"] for branch in author["anyOf"]] == ["integer", "string"], author
 
 

@@ -169,6 +169,18 @@ def test_collisions_name_both_declarations_even_when_only_case_differs(registry:
     assert "'app.three'" in problems[1][1]
 
 
+def test_a_duplicate_key_is_told_how_its_kind_of_declaration_takes_another(registry: CapabilityRegistry) -> None:
+    from project.library.models import Author
+
+    declare(registry, "app.one")
+    declare(registry, "app.one")
+    mcp_expose.ModelTools(Author, actions=["get"], registry=registry)
+    mcp_expose.ModelTools(Author, actions=["get"], registry=registry)
+    hints = [hint for check_id, _, hint in registry.problems() if check_id == "mcp_expose.E003"]
+    assert hints[0] == "Give one of them another key: rename the function, or pass key='app_label.name' to @tool."
+    assert hints[1] == "Give one of them another key: pass prefix= to ModelTools (its keys are prefix.action)."
+
+
 def test_the_system_check_reports_the_same_problems(registry: CapabilityRegistry) -> None:
     declare(registry, "app.one", name="dup")
     declare(registry, "app.two", name="DUP")

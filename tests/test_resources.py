@@ -161,17 +161,17 @@ async def test_resources_prompts_and_rich_results_over_the_wire(
         with pytest.raises(MCPError) as missing:
             await client.read_resource("library://unknown/thing")
         prompts = (await client.list_prompts()).prompts
-        prompt = await client.get_prompt("library.recommend", {"genre": "history"})
+        prompt = await client.get_prompt("library_recommend", {"genre": "history"})
         completion = await client.complete(
-            ref={"type": "ref/prompt", "name": "library.recommend"}, argument={"name": "genre", "value": "h"}
+            ref={"type": "ref/prompt", "name": "library_recommend"}, argument={"name": "genre", "value": "h"}
         )
-        card = await client.call_tool("library.book_card", {"book_id": 3})
+        card = await client.call_tool("library_book_card", {"book_id": 3})
     assert [r.uri for r in resources] == ["library://catalogue"]
     assert [t.uri_template for t in templates] == ["library://books/{id}", "library://covers/{id}"]
     assert record.mime_type == "application/json" and '"title":"Cosmos"' in record.text
     assert cover.mime_type == "image/png" and base64.b64decode(cover.blob) == COVER_PNG
     assert missing.value.code == -32602 and missing.value.data == {"uri": "library://unknown/thing"}
-    assert prompts[0].name == "library.recommend" and [a.required for a in prompts[0].arguments] == [True, False]
+    assert prompts[0].name == "library_recommend" and [a.required for a in prompts[0].arguments] == [True, False]
     assert "SPQR" in prompt.messages[1].content.text
     assert completion.completion.values == ["history"]
     assert [block.type for block in card.content] == ["text", "image", "resource_link"]

@@ -26,14 +26,14 @@ async def test_stdio_serves_the_catalog_as_the_user(demo_data: tuple[Path, str],
     data, _ = demo_data
     async with Client(stdio(data, "--user", "reader", "--scopes", "mcp library:read"), mode=mode) as client:
         names = [tool.name for tool in (await client.list_tools()).tools]
-        whoami = await client.call_tool("library.whoami", {})
-        search = await client.call_tool("library.search_books", {"query": "cosmos"})
+        whoami = await client.call_tool("library_whoami", {})
+        search = await client.call_tool("library_search_books", {"query": "cosmos"})
         with pytest.raises(MCPError) as refused:
-            await client.call_tool("library.borrow_book", {"book_id": 1})  # needs library:write
+            await client.call_tool("library_borrow_book", {"book_id": 1})  # needs library:write
         resources = (await client.list_resources()).resources
         assert client.protocol_version == MODES[mode]
-    assert "library.search_books" in names and "library.borrow_book" not in names
-    assert "library.overdue_loans" not in names  # reader lacks the Django permission
+    assert "library_search_books" in names and "library_borrow_book" not in names
+    assert "library_overdue_loans" not in names  # reader lacks the Django permission
     assert whoami.structured_content["user"] == "reader" and whoami.structured_content["scopes"] == [
         "library:read",
         "mcp",
@@ -48,11 +48,11 @@ async def test_stdio_serves_the_catalog_as_the_user(demo_data: tuple[Path, str],
 async def test_stdio_calls_are_in_the_usage_log(demo_data: tuple[Path, str]) -> None:
     data, _ = demo_data
     async with Client(stdio(data, "--user", "admin"), mode="auto") as client:
-        await client.call_tool("library.echo", {"message": "over stdio"})
+        await client.call_tool("library_echo", {"message": "over stdio"})
     row = run_snippet(
         data,
         "from mcp_expose.models import ToolCall; c = ToolCall.objects.filter("
-        "tool_name='library.echo', username='admin', auth_method='local').last(); print(c.outcome)",
+        "tool_name='library_echo', username='admin', auth_method='local').last(); print(c.outcome)",
     )
     assert row.stdout.strip().splitlines()[-1] == "ok"
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.test import Client, override_settings
 
@@ -228,21 +229,62 @@ def test_reading_a_card_needs_the_add_permission(hostile: LiveServer) -> None:
     assert logged_in(viewer).get(FROM_CARD).status_code == 403
 
 
+# The demo's endpoints (/mcp and /mcp/public, whose card routes the URLconf made), with a card.
+CARD_SETTINGS = {"ENDPOINTS": settings.MCP_EXPOSE["ENDPOINTS"], "SERVER_CARD": {"name": "com.example/library"}}
+
+
 def test_our_server_card_is_published_only_when_a_name_is_set(client: Client) -> None:
     assert client.get("/.well-known/mcp/server-card").status_code == 404
-    card_settings = {"UPSTREAM_ALLOW_LOOPBACK": True, "SERVER_CARD": {"name": "com.example/library"}}
+    assert client.get("/mcp/server-card").status_code == 404
+    card_settings = {**CARD_SETTINGS, "UPSTREAM_ALLOW_LOOPBACK": True}
     with override_settings(MCP_EXPOSE=card_settings):
-        answer = client.get("/.well-known/mcp/server-card", HTTP_HOST="127.0.0.1:8000")
-    assert answer.status_code == 200 and answer["Access-Control-Allow-Origin"] == "*"
+        answer = client.get("/mcp/server-card", HTTP_HOST="127.0.0.1:8000")
+        # The address of the earlier draft serves the same card.
+        assert client.get("/.well-known/mcp/server-card", HTTP_HOST="127.0.0.1:8000").content == answer.content
+    assert answer.status_code == 200 and answer["Content-Type"] == "application/mcp-server-card+json"
+    assert answer["Access-Control-Allow-Origin"] == "*" and answer["Access-Control-Expose-Headers"] == "ETag"
     card = answer.json()
     assert card["name"] == "com.example/library" and card["version"]
+    assert 1 <= len(card["description"]) <= 100  # required by the draft, and bounded
+    # Every endpoint, each needing credentials (anonymous callers are refused).
+    assert [remote["url"] for remote in card["remotes"]] == [
+        "http://127.0.0.1:8000/mcp",
+        "http://127.0.0.1:8000/mcp/public",
+    ]
     remote = card["remotes"][0]
-    assert remote["type"] == "streamable-http" and remote["url"] == "http://127.0.0.1:8000/mcp"
+    assert remote["type"] == "streamable-http"
     assert remote["supportedProtocolVersions"][:2] == ["2026-07-28", "2025-11-25"]
+    assert remote["authentication"]["required"] is True
+    [header] = remote["headers"]
+    assert (header["name"], header["isRequired"], header["isSecret"]) == ("Authorization", True, True)
     authorization = card["_meta"]["io.github.django-mcp-expose/authorization"]
     assert authorization["resourceMetadata"] == "http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"
     assert authorization["authorizationServers"] == ["http://127.0.0.1:8000/o"]
-    assert "tools" not in card and card["capabilities"]["tools"] == {"listChanged": True}
+    # Served under WSGI (this test client): no stream here announces a list change.
+    assert "tools" not in card and card["capabilities"]["tools"] == {"listChanged": False}
+
+
+def test_the_server_card_is_revalidated_by_its_etag(client: Client) -> None:
+    card_settings = CARD_SETTINGS
+    with override_settings(MCP_EXPOSE=card_settings):
+        first = client.get("/mcp/public/server-card")
+        again = client.get("/mcp/public/server-card", HTTP_IF_NONE_MATCH=first["ETag"])
+        changed = client.get("/mcp/public/server-card", HTTP_IF_NONE_MATCH='"another"')
+    assert first.status_code == 200 and first["ETag"].startswith('"')
+    assert again.status_code == 304 and again.content == b"" and again["ETag"] == first["ETag"]
+    assert changed.status_code == 200
+
+
+@pytest.mark.anyio
+async def test_under_asgi_the_card_says_lists_are_announced_and_anonymous_access_is_optional() -> None:
+    from django.test import AsyncClient
+
+    card_settings = {**CARD_SETTINGS, "ALLOW_ANONYMOUS": True}
+    with override_settings(MCP_EXPOSE=card_settings):
+        card = (await AsyncClient().get("/mcp/server-card")).json()
+    assert card["capabilities"]["prompts"] == {"listChanged": True}
+    assert {remote["authentication"]["required"] for remote in card["remotes"]} == {False}
+    assert {remote["headers"][0]["isRequired"] for remote in card["remotes"]} == {False}
 
 
 def test_a_client_secret_is_never_sent_to_a_token_endpoint_it_was_not_given_for(boss: Client, bare: LiveServer) -> None:

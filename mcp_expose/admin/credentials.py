@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.contrib.auth import get_user_model
+from django.db.models import ForeignKey, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.cache import patch_cache_control
@@ -15,12 +17,36 @@ from django.utils.translation import ngettext
 from mcp_expose.models import ApiKey
 
 
+class UserByUsername(forms.ModelChoiceField):
+    """A user typed by username (the user model's `USERNAME_FIELD`)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        model = get_user_model()
+        super().__init__(
+            queryset=model._default_manager.all(),
+            to_field_name=model.USERNAME_FIELD,
+            widget=forms.TextInput(attrs={"autocomplete": "off", "class": "vTextField"}),
+            label=_("user"),
+            help_text=_("The username of the user the key acts as."),
+            **kwargs,
+        )
+
+    def clean(self, value: Any) -> Any:
+        try:
+            return super().clean(value.strip() if isinstance(value, str) else value)
+        except forms.ValidationError as error:
+            if getattr(error, "code", None) == "invalid_choice":
+                raise forms.ValidationError(
+                    _("No user has the username %(name)s."), code="invalid_choice", params={"name": repr(value)}
+                ) from None
+            raise
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
     list_display = ["name", "user", "prefix", "scopes", "status", "expires_at", "last_used_at", "created_at"]
     list_filter = ["revoked_at", "expires_at"]
     search_fields = ["name", "prefix", "user__username", "scopes"]
-    raw_id_fields = ["user"]
     actions = ["revoke_selected"]
     readonly_fields = ["prefix", "revoked_at", "revoked_reason", "last_used_at", "created_at"]
     created_template = "admin/mcp_expose/apikey/created.html"
@@ -41,6 +67,13 @@ class ApiKeyAdmin(admin.ModelAdmin):
             "last_used_at",
             "created_at",
         ]
+
+    def formfield_for_foreignkey(self, db_field: ForeignKey, request: HttpRequest, **kwargs: Any) -> Any:
+        """The owner by username, as people know them: a raw id box made `admin` fail with "Select a valid
+        choice", and a select box would list every user of a large site."""
+        if db_field.name != "user":
+            return super().formfield_for_foreignkey(db_field, request, **kwargs)
+        return UserByUsername(initial=request.user.get_username())
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         # A key's owner never changes: moving a key would hand its holder another user's rights.

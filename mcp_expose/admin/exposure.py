@@ -18,7 +18,9 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from mcp_expose.catalog.compiled import effective_confirmation, provider
+from mcp_expose.core.conf import get_settings
 from mcp_expose.declare.json_schemas import thaw
+from mcp_expose.declare.names import served_name
 from mcp_expose.declare.registry import APPROVAL_PAGE_CHANNEL, Capability, registry
 from mcp_expose.models import ExposedTool, ToolCall
 
@@ -61,7 +63,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
         "confirmation_display",
         "rate_display",
         "calls_24h",
-        "stale_marker",
+        "in_code",
         "updated_at",
     ]
     change_form_template = "admin/mcp_expose/exposedtool/change_form.html"
@@ -88,7 +90,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
     ]
     readonly_fields = [
         "key",
-        "stale",
+        "code_status",
         "effective_annotations",
         "ui_preview",
         *declared_fields,
@@ -96,7 +98,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
         "updated_at",
     ]
     fieldsets = [
-        (None, {"fields": ["key", "enabled", "stale"]}),
+        (None, {"fields": ["key", "enabled", "code_status"]}),
         (
             _("How it is offered"),
             {"fields": ["wire_name", "title", "description", "extra_scopes", "allowed_clients", "tags"]},
@@ -168,7 +170,7 @@ class ExposedToolAdmin(admin.ModelAdmin):
     @admin.display(description=_("tool name"), ordering="wire_name")
     def tool_name(self, obj: ExposedTool) -> str:
         capability = self._capability(obj)
-        return obj.wire_name or (capability.name if capability else obj.key)
+        return served_name(obj.wire_name or (capability.name if capability else obj.key), get_settings().WIRE_NAMES)
 
     @admin.display(description=_("scopes"))
     def scopes_display(self, obj: ExposedTool) -> str:
@@ -266,14 +268,32 @@ class ExposedToolAdmin(admin.ModelAdmin):
         rates = [rate for rate in (capability.rate_limit if capability else "", obj.rate_limit) if rate]
         return " / ".join(rates) or "—"
 
-    @admin.display(description=_("stale"), boolean=True, ordering="stale")
-    def stale_marker(self, obj: ExposedTool) -> bool:
-        return obj.stale
+    @admin.display(description=_("in code"), boolean=True, ordering="stale")
+    def in_code(self, obj: ExposedTool) -> bool:
+        """A tick for the rows whose capability the code declares: a cross marks only the stale ones."""
+        return not obj.stale
+
+    @admin.display(description=_("in code"))
+    def code_status(self, obj: ExposedTool) -> str:
+        """Said in words: a bare "stale" flag beside its help text read like an error on every healthy row."""
+        if not obj.stale:
+            return str(_("Yes: the code declares this capability."))
+        return str(
+            _(
+                "No: the code no longer declares it. The row keeps its settings and usage history, and is never "
+                "served; manage.py mcp_sync revives it when the code declares it again."
+            )
+        )
 
     @admin.display(description=_("declared name"))
     def declared_name(self, obj: ExposedTool) -> str:
         capability = self._capability(obj)
-        return capability.name if capability else str(_("(no longer in code)"))
+        if capability is None:
+            return str(_("(no longer in code)"))
+        served = served_name(capability.name, get_settings().WIRE_NAMES)
+        if served == capability.name:
+            return capability.name
+        return str(_("%(declared)s (served as %(served)s)") % {"declared": capability.name, "served": served})
 
     @admin.display(description=_("declared at"))
     def declared_origin(self, obj: ExposedTool) -> str:

@@ -21,7 +21,7 @@ from mcp_expose.core.outage import database_unavailable, outage
 from mcp_expose.core.rates import stricter_rate
 from mcp_expose.declare.apps import App, served_to
 from mcp_expose.declare.exposure_state import ExposureState
-from mcp_expose.declare.names import name_problem
+from mcp_expose.declare.names import name_problem, served_name
 from mcp_expose.declare.prompt_templates import capability_for
 from mcp_expose.declare.registry import (
     APPROVAL_PAGE_CHANNEL,
@@ -203,6 +203,7 @@ def compile_catalog(
     one is left out and reported.
     """
     defaults = get_settings()
+    style = defaults.WIRE_NAMES
     resources: list[ToolEntry] = []
     prompts: list[ToolEntry] = []
     tools: list[ToolEntry] = []
@@ -218,13 +219,18 @@ def compile_catalog(
         row = rows.get(capability.key)
         if not (row.enabled if row is not None else capability.enabled_by_default):
             continue
-        name = (row.wire_name if row is not None else "") or capability.name
+        written = (row.wire_name if row is not None else "") or capability.name
+        name = served_name(written, style)
         if name_problem(name):
             problems.append(f"{capability.key}: invalid tool name {name!r}; not served.")
             continue
         folded = name.casefold()
         if folded in taken:
-            problems.append(f"{capability.key}: tool name {name!r} is already used by {taken[folded]}; not served.")
+            problems.append(
+                f"{capability.key}: tool name {name!r}"
+                + (f" (from {written!r})" if written != name else "")
+                + f" is already used by {taken[folded]}; not served."
+            )
             continue
         taken[folded] = capability.key
         requires_confirmation, channel = effective_confirmation(capability, row)
@@ -354,14 +360,7 @@ class CatalogProvider:
             if self._catalog is not None and self._catalog.revision == revision:
                 return self._catalog
             try:
-                upstream, upstream_problems = self._load_upstream()
-                catalog = compile_catalog(
-                    [*self.registry, *upstream],
-                    self._load_rows(),
-                    revision,
-                    self._load_prompts(),
-                    self._load_toolsets(),
-                )
+                catalog = self.compile_now(revision)
             except Exception as exc:
                 if self._catalog is None or not database_unavailable(exc):
                     raise
@@ -369,11 +368,23 @@ class CatalogProvider:
                 # (its revision stays, so the next request compiles again).
                 outage.refused("compiling the catalog", exc)
                 return self._catalog
-            catalog = replace(catalog, problems=(*upstream_problems, *catalog.problems))
             for problem in catalog.problems:
                 logger.warning("Catalog: %s", problem)
             self._catalog = catalog
             return catalog
+
+    def compile_now(self, revision: str | None = None) -> Catalog:
+        """The catalog as the database holds it now (declarations, approved upstream tools, rows, prompts and
+        toolsets), neither cached nor logged: what `get_sync` serves, and what `manage.py check` lints."""
+        upstream, upstream_problems = self._load_upstream()
+        catalog = compile_catalog(
+            [*self.registry, *upstream],
+            self._load_rows(),
+            revision,
+            self._load_prompts(),
+            self._load_toolsets(),
+        )
+        return replace(catalog, problems=(*upstream_problems, *catalog.problems))
 
     def peek(self) -> Catalog | None:
         """The last compiled catalog, without checking the stamp (no I/O)."""

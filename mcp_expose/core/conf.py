@@ -22,6 +22,11 @@ DEFAULTS: dict[str, Any] = {
     # Identity reported in serverInfo.
     "SERVER_NAME": "django-mcp-expose",
     "SERVER_TITLE": None,
+    # How tool, prompt and resource names go on the wire when the code names none: "portable" (the key with "_"
+    # for ".", `library_books_list`; upstream tools `{server}__{tool}`), which every client accepts; or
+    # "dotted" (`library.books.list`, `{server}.{tool}`), the names of earlier releases, which Claude Desktop,
+    # Codex and the OpenAI API refuse. Keys, rows, usage and approvals are the same in both.
+    "WIRE_NAMES": "portable",
     "INSTRUCTIONS": None,
     # Origins allowed besides the request's own. Entries are exact; "http://localhost:*" matches any port.
     "ALLOWED_ORIGINS": [],

@@ -11,11 +11,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mcp_expose.core.conf import get_settings
 from mcp_expose.core.endpoints import TAG
 from mcp_expose.core.errors import DeclarationError
 from mcp_expose.core.rates import parse_rate
 from mcp_expose.declare.apps import App
-from mcp_expose.declare.names import name_problem, scope_problem
+from mcp_expose.declare.names import name_problem, scope_problem, served_name
 from mcp_expose.declare.schema import LazySignature, SchemaSignature, ToolSignature
 
 CapabilityKind = Literal["function", "view", "model", "resource", "prompt", "upstream"]
@@ -147,6 +148,30 @@ def task_fields(task: TaskSupport | None, starts_in_call: bool, origin: str) -> 
     return {"task_support": task, "task_starts_in_call": bool(starts_in_call)}
 
 
+# How each kind of declaration chooses its key (its stable identity), for the hint of a duplicate key.
+REKEY_HINTS = {
+    "function": "rename the function, or pass key='app_label.name' to @tool.",
+    "resource": "pass key='app_label.name' to @resource.",
+    "prompt": "pass key='app_label.name' to @prompt.",
+    "view": "pass resource= to expose_view (its keys are app_label.resource, then .action when it has several).",
+    "model": "pass prefix= to ModelTools (its keys are prefix.action).",
+}
+
+
+def _how_they_meet(name: str, other: str) -> str:
+    """Why two declared names are one served name, when they are not simply equal."""
+    if name == other:
+        return ""
+    if name.casefold() == other.casefold():
+        return f" (as {other!r}; names differ only in case)"
+    return f" (declared as {other!r} and {name!r}; portable names serve '_' for '.')"
+
+
+def rekey_hint(capability: Capability) -> str:
+    """What changes `capability`'s key, for the kind of declaration that made it."""
+    return REKEY_HINTS.get(capability.kind, "rename one of the declarations.")
+
+
 class CapabilityRegistry:
     """An ordered collection of capabilities. The first declaration of a key wins lookups."""
 
@@ -196,6 +221,7 @@ class CapabilityRegistry:
         found: list[tuple[str, str, str]] = []
         seen_keys: dict[str, Capability] = {}
         seen_names: dict[str, Capability] = {}
+        style = get_settings().WIRE_NAMES
         for capability in self._capabilities:
             if problem := name_problem(capability.name):
                 found.append(
@@ -227,18 +253,19 @@ class CapabilityRegistry:
                     (
                         "mcp_expose.E003",
                         f"{capability.origin} and {other.origin} both declare the capability {capability.key!r}.",
-                        "Rename one of the functions, or pass key= to one of the declarations.",
+                        f"Give one of them another key: {rekey_hint(capability)}",
                     )
                 )
             else:
                 seen_keys[capability.key] = capability
-            folded = capability.name.casefold()
+            served = served_name(capability.name, style)
+            folded = served.casefold()
             if (other := seen_names.get(folded)) is not None and other.key != capability.key:
                 found.append(
                     (
                         "mcp_expose.E003",
-                        f"{capability.origin} and {other.origin} both use the tool name {capability.name!r}"
-                        + ("" if other.name == capability.name else f" (as {other.name!r}; names differ only in case)")
+                        f"{capability.origin} and {other.origin} both use the tool name {served!r}"
+                        + _how_they_meet(capability.name, other.name)
                         + ".",
                         "Pass a distinct name= to one of the declarations.",
                     )

@@ -203,14 +203,18 @@ class ExposedTool(models.Model):
 
     def clean(self) -> None:
         super().clean()
+        from mcp_expose.core.conf import get_settings
+        from mcp_expose.declare.names import served_name
         from mcp_expose.declare.registry import registry
 
         if not self.wire_name:
             return
-        folded = self.wire_name.casefold()
+        style = get_settings().WIRE_NAMES
+        folded = served_name(self.wire_name, style).casefold()
         overrides = dict(ExposedTool.objects.exclude(pk=self.pk).values_list("key", "wire_name"))
         for capability in registry:
-            if capability.key != self.key and (overrides.get(capability.key) or capability.name).casefold() == folded:
+            other = served_name(overrides.get(capability.key) or capability.name, style)
+            if capability.key != self.key and other.casefold() == folded:
                 raise ValidationError(
                     {"wire_name": _("The tool %(key)s is already served under this name.") % {"key": capability.key}}
                 )

@@ -59,7 +59,11 @@ class PromptTemplate(models.Model):
         problem = try_render(self.template, self.arguments if isinstance(self.arguments, list) else [])
         if problem:
             raise ValidationError({"template": problem})
+        from mcp_expose.core.conf import get_settings
+        from mcp_expose.declare.names import served_name
         from mcp_expose.declare.registry import registry
 
-        if any(capability.kind == "prompt" and capability.name == self.name for capability in registry):
+        style = get_settings().WIRE_NAMES
+        mine = served_name(self.name, style)
+        if any(capability.kind == "prompt" and served_name(capability.name, style) == mine for capability in registry):
             raise ValidationError({"name": _("A prompt declared in code already has this name.")})

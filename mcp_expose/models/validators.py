@@ -9,12 +9,15 @@ import re
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
+from mcp_expose.core.conf import get_settings
 from mcp_expose.core.endpoints import TAG, parse_tags
-from mcp_expose.declare.names import name_problem, scope_problem
+from mcp_expose.declare.names import scope_problem, wire_name_problem
 
 
 def validate_wire_name(value: str) -> None:
-    if value and (problem := name_problem(value)):
+    """A name an administrator gives a tool or prompt: one clients accept in the deployment's WIRE_NAMES style
+    (portable: no '.', which Claude Desktop and Codex refuse)."""
+    if value and (problem := wire_name_problem(value, get_settings().WIRE_NAMES)):
         raise ValidationError(problem[0].upper() + problem[1:] + ".", code="invalid_name")
 
 

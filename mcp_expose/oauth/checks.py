@@ -71,3 +71,38 @@ def check_oauth_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
             )
         )
     return messages
+
+
+@checks.register(checks.Tags.security)
+def check_tool_scopes_are_grantable(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """A scope a declared tool needs that django-oauth-toolkit does not know can never be granted to an OAuth
+    client: its authorization and step-up requests are refused with `invalid_scope`, and nothing else says why."""
+    if not apps.is_installed("oauth2_provider"):
+        return []
+    from oauth2_provider.scopes import get_scopes_backend
+
+    from mcp_expose.access.scopes import expand_scopes
+    from mcp_expose.declare.registry import registry
+
+    # What a token can hold: every scope DOT grants, and every scope those imply (SCOPE_HIERARCHY).
+    grantable = expand_scopes(get_scopes_backend().get_all_scopes())
+    needed: dict[str, list[str]] = {}
+    for capability in registry:
+        for scope in capability.scopes - grantable:
+            needed.setdefault(scope, []).append(capability.name)
+    return [
+        checks.Warning(
+            f"The scope {scope!r}, which {_listed(names)} need{'s' if len(names) == 1 else ''}, is not in "
+            "OAUTH2_PROVIDER['SCOPES']: no OAuth client can be granted it, and asking for it (a step-up "
+            "included) is refused with invalid_scope.",
+            hint=f"Add {scope!r} to OAUTH2_PROVIDER['SCOPES'] with the description users see on the consent page "
+            "(or, in MCP_EXPOSE['SCOPE_HIERARCHY'], make a scope it knows imply it).",
+            id="mcp_expose.W016",
+        )
+        for scope, names in sorted(needed.items())
+    ]
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(repr(name) for name in names[:3])
+    return shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")

@@ -18,8 +18,10 @@ from mcp_expose.calls.app_pages import PageFailed, render_app
 from mcp_expose.calls.dispatch import CallRequest, call_tool
 from mcp_expose.catalog.compiled import CatalogProvider, provider
 from mcp_expose.core.asking import TaskRequired
+from mcp_expose.core.conf import get_settings
 from mcp_expose.core.errors import UnknownTool
 from mcp_expose.core.principal import principal_for_user
+from mcp_expose.declare.names import served_name
 from mcp_expose.models import ExposedTool
 from mcp_expose.operator.overview import explain, lint_catalog
 from mcp_expose.operator.tryit import form_fields, parse_submission
@@ -140,7 +142,9 @@ def preview_app(model_admin: Any, request: HttpRequest, object_id: int) -> HttpR
     app = capability.app if capability is not None else None
     if row is None or capability is None or app is None:
         raise Http404("This tool has no MCP App page.")
-    users = [entry.name for entry in catalog.tools if entry.capability.app == app] or [capability.name]
+    users = [entry.name for entry in catalog.tools if entry.capability.app == app] or [
+        served_name(capability.name, get_settings().WIRE_NAMES)
+    ]
     html, error = "", ""
     try:
         html = render_app(app, users)

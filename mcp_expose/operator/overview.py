@@ -15,6 +15,7 @@ from mcp_expose.core.conf import get_settings
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.exposure_state import ExposureState
 from mcp_expose.declare.json_schemas import thaw
+from mcp_expose.declare.names import served_name
 from mcp_expose.declare.registry import Capability
 
 BYTES_PER_TOKEN = 4  # a common rule of thumb for JSON and English text
@@ -155,7 +156,8 @@ def explain(
     for capability in registry:
         row = rows.get(capability.key)
         entry = served.get(capability.key)
-        name = entry.name if entry is not None else ((row.wire_name if row else "") or capability.name)
+        written = (row.wire_name if row else "") or capability.name
+        name = entry.name if entry is not None else served_name(written, get_settings().WIRE_NAMES)
         if not (row.enabled if row is not None else capability.enabled_by_default):
             result.append(Visibility(capability.key, name, capability.kind, False, "disabled"))
             continue

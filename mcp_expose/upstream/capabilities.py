@@ -1,7 +1,7 @@
 """Approved upstream tools as capabilities: what the catalog compiles beside the ones declared in code.
 
 Only a definition a person approved becomes a capability, and only while its server is enabled. It is served as
-`{server}.{tool}`, under its exposure row like any local tool (rows for upstream tools start disabled, with
+`{server}__{tool}` (`{server}.{tool}` when `WIRE_NAMES` is "dotted"), under its exposure row like any local tool (rows for upstream tools start disabled, with
 confirmation on: see `snapshots.approve`). The upstream's own hints are shown in the admin but not trusted: served
 tools count as destructive and open-world until the admin's row says otherwise.
 """
@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
+from mcp_expose.core.conf import get_settings
 from mcp_expose.declare.json_schemas import thaw
+from mcp_expose.declare.names import portable_problem, upstream_wire_name
 from mcp_expose.declare.registry import Annotations, Capability
 from mcp_expose.declare.schema import SchemaSignature
 from mcp_expose.models import UpstreamServer, UpstreamTool
@@ -50,6 +52,7 @@ def served_capabilities() -> tuple[list[Capability], list[str]]:
         .select_related("server")
         .order_by("server__name", "name")
     )
+    style = get_settings().WIRE_NAMES
     for tool in rows:
         server = tool.server
         if server.pk not in targets:
@@ -57,8 +60,11 @@ def served_capabilities() -> tuple[list[Capability], list[str]]:
         target = targets[server.pk]
         if target is None:
             continue
+        if (refusal := _unservable_name(server, tool, style)) is not None:
+            problems.append(refusal)
+            continue
         try:
-            capabilities.append(capability_for(server, tool, target))
+            capabilities.append(capability_for(server, tool, target, style))
         except Exception as exc:  # noqa: BLE001  (one unusable definition costs only its own tool)
             problems.append(f"{tool}: its approved definition cannot be served ({type(exc).__name__}: {exc}).")
     return capabilities, problems
@@ -72,7 +78,29 @@ def _target(server: UpstreamServer, problems: list[str]) -> UpstreamTarget | Non
         return None
 
 
-def capability_for(server: UpstreamServer, tool: UpstreamTool, target: UpstreamTarget) -> Capability:
+def _unservable_name(server: UpstreamServer, tool: UpstreamTool, style: str) -> str | None:
+    """Why `tool` cannot be served under a name of `style`, or None.
+
+    A portable name is `{server}__{tool}`, and is only ever the upstream's own name behind the prefix: a name
+    clients would refuse (a '.', which SEP-986 allows) is not rewritten, since `a.b` as `a_b` could meet the
+    upstream's own `a_b`, and an approval must name one tool. A server named before the '__' rule is not served
+    either (its name could be read two ways)."""
+    if style == "dotted":
+        return None
+    if "__" in server.name or server.name.endswith("_"):
+        return (
+            f"upstream server {server.name!r}: '__' separates a server's name from its tools' names, so a server "
+            "name may not contain it nor end with '_'; rename the server. Its tools are not served."
+        )
+    if (problem := portable_problem(tool.name)) is not None:
+        return (
+            f"{tool}: not served, because {problem}. Names are served as the upstream gives them, never rewritten; "
+            "set MCP_EXPOSE['WIRE_NAMES'] = 'dotted' if every client of this deployment accepts dots."
+        )
+    return None
+
+
+def capability_for(server: UpstreamServer, tool: UpstreamTool, target: UpstreamTarget, style: str) -> Capability:
     definition = ToolDefinition.from_json(tool.approved or {})
     output = definition.output_schema
     call = UpstreamCall(
@@ -84,7 +112,7 @@ def capability_for(server: UpstreamServer, tool: UpstreamTool, target: UpstreamT
     )
     return Capability(
         key=tool.key,
-        name=f"{server.name}.{definition.name}",
+        name=upstream_wire_name(server.name, definition.name, style),
         kind="upstream",
         target=partial(call_upstream, call),
         source=UpstreamSignature(thaw(definition.input_schema), output),

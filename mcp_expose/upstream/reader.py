@@ -20,7 +20,7 @@ from typing import Any
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.errors import DeclarationError
 from mcp_expose.declare.json_schemas import freeze, inline_refs, thaw
-from mcp_expose.declare.names import MAX_NAME_LENGTH
+from mcp_expose.declare.names import MAX_NAME_LENGTH, upstream_wire_name
 from mcp_expose.upstream.bounded_json import depth_of
 
 # An upstream tool's own name: no "." (ours separates the server from the tool), nothing a client escapes.
@@ -148,7 +148,8 @@ def read_tool(entry: Any, server: str) -> ToolDefinition:
 
 
 def _name(name: Any, server: str) -> str:
-    longest = MAX_NAME_LENGTH - len(server) - 1
+    prefix = upstream_wire_name(server, "", get_settings().WIRE_NAMES)  # `{server}__` (`{server}.` when dotted)
+    longest = MAX_NAME_LENGTH - len(prefix)
     if not isinstance(name, str) or not name:
         raise Refused("name", "the name is missing or not a string")
     if not TOOL_NAME.fullmatch(name):
@@ -159,7 +160,7 @@ def _name(name: Any, server: str) -> str:
         raise Refused("name", f"the name may hold only letters, digits, '_', '-' and '.' (it holds {shown})")
     if len(name) > longest:
         raise Refused(
-            "name", f"the name is {len(name)} characters; {server}.<name> fits in {MAX_NAME_LENGTH} up to {longest}"
+            "name", f"the name is {len(name)} characters; {prefix}<name> fits in {MAX_NAME_LENGTH} up to {longest}"
         )
     return name
 

@@ -1,7 +1,7 @@
 """The demo's upstream on first run: start the helpdesk server, register it, and approve one of its tools.
 
 The demo approves `lookup_ticket` in the admin's name, once, so that the first client call already lists
-`helpdesk.lookup_ticket` beside the library's tools. Its other tools wait for approval in the admin, as every
+`helpdesk__lookup_ticket` beside the library's tools. Its other tools wait for approval in the admin, as every
 upstream tool does. If the helpdesk cannot start (its port is taken), the demo serves without it and says so.
 """
 
@@ -16,6 +16,8 @@ from typing import Any
 import httpx2
 from django.contrib.auth import get_user_model
 
+from mcp_expose.core.conf import get_settings
+from mcp_expose.declare.names import upstream_wire_name
 from mcp_expose.models import ExposedTool, UpstreamServer, UpstreamTool
 from mcp_expose.upstream.snapshots import approve, rediscover, unapprove_all
 
@@ -44,7 +46,8 @@ def start_helpdesk(host: str, port: int, data_dir: Path, out: Any) -> subprocess
         _stop(process)
         out.write(f"  Upstream:      the helpdesk could not start on port {port} (see {data_dir / 'helpdesk.log'})")
         return None
-    out.write(f"  Upstream:      helpdesk at {url}/mcp, serving helpdesk.{APPROVED_TOOL}{approved}")
+    served = upstream_wire_name(NAME, APPROVED_TOOL, get_settings().WIRE_NAMES)
+    out.write(f"  Upstream:      helpdesk at {url}/mcp, serving {served}{approved}")
     return process
 
 
@@ -66,6 +69,9 @@ def register_helpdesk(url: str) -> str:
         approve(tool, get_user_model()._default_manager.get(username="admin"), tool.proposed_digest)
         row = ExposedTool.objects.get(key=tool.key)
         row.enabled, row.extra_scopes = True, "library:read"
+        # The administrator vouches that it only reads: an upstream's own hints are not trusted, so without this it
+        # is served as destructive under a reading scope (mcp_expose.W007).
+        row.read_only_hint, row.destructive_hint = True, False
         row.save()
     pending = UpstreamTool.objects.filter(
         server=server, status__in=[UpstreamTool.Status.PENDING, UpstreamTool.Status.CHANGED]

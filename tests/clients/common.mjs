@@ -9,7 +9,7 @@ export function options(extra = {}) {
     const spec = {
         url: { type: 'string', default: process.env.MCP_URL },
         token: { type: 'string', default: process.env.MCP_TOKEN },
-        tool: { type: 'string', default: 'library.echo' },
+        tool: { type: 'string', default: 'library_echo' },
         message: { type: 'string', default: 'hello from node' },
     };
     for (const [name, fallback] of Object.entries(extra)) spec[name] = { type: 'string', default: fallback };

@@ -1,6 +1,6 @@
 // The TypeScript SDK v1 (@modelcontextprotocol/sdk, 2025-11-25, initialize handshake) against a server:
 // lists the tools and calls one, with the token as `Authorization: Bearer`.
-//   node sdk-v1.mjs --url URL --token TOKEN [--tool library.echo] [--message TEXT]
+//   node sdk-v1.mjs --url URL --token TOKEN [--tool library_echo] [--message TEXT]
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { options, recordingFetch, run } from './common.mjs';

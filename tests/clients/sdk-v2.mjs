@@ -1,7 +1,7 @@
 // The TypeScript SDK v2 (@modelcontextprotocol/client) against a server: negotiates the protocol version
 // (`--negotiation auto`, `legacy`, or a revision to pin, e.g. `2026-07-28`), lists the tools and calls one, with the
 // token given to the transport's `authProvider` (sent as `Authorization: Bearer`).
-//   node sdk-v2.mjs --url URL --token TOKEN --negotiation auto|legacy|2026-07-28 [--tool library.echo] [--message TEXT]
+//   node sdk-v2.mjs --url URL --token TOKEN --negotiation auto|legacy|2026-07-28 [--tool library_echo] [--message TEXT]
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { options, recordingFetch, run } from './common.mjs';
 

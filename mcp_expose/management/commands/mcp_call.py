@@ -48,6 +48,24 @@ class Command(BaseCommand):
                 f"The tool {tool!r} runs only as an MCP task, from a client that supports tasks."
             ) from None
         result = render_outcome(outcome).model_dump(mode="json", by_alias=True, exclude_none=True)
-        self.stdout.write(json.dumps(result["structuredContent"], indent=2, ensure_ascii=False, sort_keys=True))
+        self.stdout.write(printable(result))
         if result.get("isError"):
             raise CommandError(f"The tool {tool!r} reported an error.", returncode=1)
+
+
+def printable(result: dict[str, Any]) -> str:
+    """What a person reads of a tool result: its structured content as JSON when it has some, else each content
+    item (a view that answers CSV or HTML has only text; an image or audio item is described, not dumped)."""
+    if "structuredContent" in result:
+        return json.dumps(result["structuredContent"], indent=2, ensure_ascii=False, sort_keys=True)
+    items = []
+    for item in result.get("content", []):
+        if item.get("type") == "text":
+            items.append(item.get("text", ""))
+        elif item.get("type") in ("image", "audio"):
+            items.append(
+                f"[{item['type']}: {item.get('mimeType', 'unknown type')}, {len(item.get('data', ''))} base64 characters]"
+            )
+        else:
+            items.append(json.dumps(item, indent=2, ensure_ascii=False, sort_keys=True))
+    return "\n".join(items) if items else "(no content)"
