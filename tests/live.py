@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -235,14 +235,51 @@ class LiveServer:
         return self.log_path.read_text(errors="replace")
 
 
+def listens(pid: int, port: int) -> bool:
+    """Whether process `pid` holds the listening TCP socket on `port` (Linux: the kernel's socket tables and the
+    process's descriptors). A free port is only free when it is chosen: another worker's server may take it first,
+    and then it, not ours, answers there."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for descriptor in descriptors:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{descriptor}") in inodes:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+class PortTaken(AssertionError):
+    """Our server could not bind its port: another process took it between its choice and the bind."""
+
+
 def _wait_until_serving(server: LiveServer, timeout: float = HANG_GUARD_SECONDS) -> None:
+    """Until our process listens on its port and answers there (never another process that holds the port)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise AssertionError(f"The server exited with {server.process.returncode}:\n{server.log()}")
+            log = server.log()
+            # uvicorn: "[Errno 98] ... address already in use"; gunicorn: "Connection in use".
+            taken = "address already in use" in log.lower() or "connection in use" in log.lower()
+            failure = PortTaken if taken else AssertionError
+            raise failure(f"The server exited with {server.process.returncode}:\n{log}")
         try:
-            if httpx2.get(server.base_url + "/", timeout=1.0).status_code == 200:
-                return
+            if listens(server.process.pid, server.port):
+                if httpx2.get(server.base_url + "/", timeout=1.0).status_code == 200:
+                    return
         except httpx2.HTTPError:
             pass
         time.sleep(0.1)
@@ -253,28 +290,51 @@ def start_server(
     data_dir: Path, *, port: int | None = None, lifespan: str = "on", log_level: str = "warning", **env: str
 ) -> LiveServer:
     """Start uvicorn serving the demo and wait until it answers; stop it with `stop_server`. At `log_level`
-    "info" uvicorn writes its access log (through the demo's LOGGING)."""
-    port = port or free_port()
-    command = [
-        "-m",
-        "uvicorn",
-        "project.asgi:application",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--lifespan",
-        lifespan,
-        "--log-level",
-        log_level,
-    ]
-    return _launch(data_dir, port, command, env)
+    "info" uvicorn writes its access log (through the demo's LOGGING). `port`: this one (a restart on the same
+    address), else a free one."""
+
+    def command(chosen: int) -> list[str]:
+        return [
+            "-m",
+            "uvicorn",
+            "project.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(chosen),
+            "--lifespan",
+            lifespan,
+            "--log-level",
+            log_level,
+        ]
+
+    return launch(data_dir, command, env, port=port)
 
 
 def start_demo(data_dir: Path, *options: str, **env: str) -> LiveServer:
     """Start `manage.py demo` (which serves in-process with uvicorn) and wait until it answers."""
-    port = free_port()
-    return _launch(data_dir, port, [str(ROOT / "manage.py"), "demo", "--addrport", f"127.0.0.1:{port}", *options], env)
+    return launch(
+        data_dir, lambda port: [str(ROOT / "manage.py"), "demo", "--addrport", f"127.0.0.1:{port}", *options], env
+    )
+
+
+# How many free ports a launch tries when another process takes the one chosen before the server binds it.
+PORT_ATTEMPTS = 5
+
+
+def launch(
+    data_dir: Path, command: Callable[[int], list[str]], env: dict[str, str], *, port: int | None = None
+) -> LiveServer:
+    """Run `python <command(port)>` and wait until it serves on that port: a free port, chosen again when another
+    process took it first (two xdist workers may be handed the same free port); or `port`, exactly."""
+    for attempt in range(1 if port is not None else PORT_ATTEMPTS):
+        chosen = port if port is not None else free_port()
+        try:
+            return _launch(data_dir, chosen, command(chosen), env)
+        except PortTaken:
+            if port is not None or attempt == PORT_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _launch(data_dir: Path, port: int, command: list[str], env: dict[str, str]) -> LiveServer:

@@ -241,3 +241,26 @@ def test_discovery_refuses_a_name_too_long_to_serve_in_the_style() -> None:
     with styled("portable"), pytest.raises(Refused) as refused:
         read_tool(entry, "desk")
     assert refused.value.problem == "the name is 59 characters; desk__<name> fits in 64 up to 58"
+
+
+@pytest.mark.django_db
+def test_an_approved_schema_that_is_not_json_schema_costs_its_own_tool_only() -> None:
+    """Whatever the database holds (an approval older than discovery's metaschema check, a hand edit), one tool's
+    definition never fails the catalog: it is left out and named, and the server's other tools are served."""
+    from mcp_expose.models import ExposedTool, UpstreamServer, UpstreamTool
+
+    server = UpstreamServer.objects.create(name="desk", url="https://desk.example.com/mcp")
+    schemas = {"good": {"type": "object"}, "bad": {"type": "object", "required": "r"}}
+    for name, schema in schemas.items():
+        definition = {"name": name, "description": "A tool.", "input_schema": schema}
+        tool = UpstreamTool.objects.create(
+            server=server, name=name, status="approved", approved=definition, approved_digest="a" * 64
+        )
+        ExposedTool.objects.create(key=tool.key, enabled=True)
+    with styled("portable"):
+        catalog = CatalogProvider().compile_now()
+    assert catalog.get("desk__good") is not None and catalog.get("desk__bad") is None
+    assert (
+        "desk.bad: its approved input_schema is not valid JSON Schema ('r' is not of type 'array' (at required)); not served."
+        in catalog.problems
+    )

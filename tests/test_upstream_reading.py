@@ -114,6 +114,17 @@ def test_any_change_a_model_would_see_changes_the_digest() -> None:
         (tool(title="two\nlines"), "title", "U+000A"),
         (tool(inputSchema=None), "inputSchema", "missing"),
         (tool(inputSchema={"type": "string"}), "inputSchema", 'not "object"'),
+        # Not JSON Schema: served, it would reach clients that cannot read it, and break a listing's models.
+        (
+            tool(inputSchema={"type": "object", "required": "r"}),
+            "inputSchema",
+            "not valid JSON Schema (draft 2020-12): 'r' is not of type 'array' (at required)",
+        ),
+        (
+            tool(outputSchema={"type": "object", "properties": {"x": {"type": "flurb"}}}),
+            "outputSchema",
+            "'flurb' is not valid under any of the given schemas (at properties/x/type)",
+        ),
         (tool(inputSchema=nested(40)), "inputSchema", "deeper than 32"),
         (tool(inputSchema={"type": "object", "description": "x" * 70000}), "inputSchema", "at most 65536"),
         (

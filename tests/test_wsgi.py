@@ -25,9 +25,8 @@ from .live import (
     LIVE_SETTINGS,
     ROOT,
     LiveServer,
-    _launch,
-    free_port,
     jsonrpc_body,
+    launch,
     modern_headers,
     prepare_demo,
     stop_server,
@@ -48,14 +47,17 @@ def start_gunicorn(
 ) -> LiveServer:
     """gunicorn with sync workers serving `app`, answering once Django's home page does; stop it with
     `stop_server` (SIGTERM: each worker finishes its request, runs the lifespan's shutdown, and exits)."""
-    port = free_port()
-    command = [
-        *("-m", "gunicorn", app, "--bind", f"127.0.0.1:{port}", "--worker-class", "sync"),
-        *("--workers", str(workers), "--timeout", "120", "--no-control-socket", "--log-level", "warning"),
-    ]
-    if access_log is not None:  # one line per request, with the pid of the worker that answered it
-        command += ["--access-logfile", str(access_log), "--access-logformat", "%(p)s %(r)s %(s)s"]
-    return _launch(data_dir, port, command, {**LIVE_SETTINGS, **env})
+
+    def command(port: int) -> list[str]:
+        arguments = [
+            *("-m", "gunicorn", app, "--bind", f"127.0.0.1:{port}", "--worker-class", "sync"),
+            *("--workers", str(workers), "--timeout", "120", "--no-control-socket", "--log-level", "warning"),
+        ]
+        if access_log is not None:  # one line per request, with the pid of the worker that answered it
+            arguments += ["--access-logfile", str(access_log), "--access-logformat", "%(p)s %(r)s %(s)s"]
+        return arguments
+
+    return launch(data_dir, command, {**LIVE_SETTINGS, **env})
 
 
 @pytest.fixture(scope="module")

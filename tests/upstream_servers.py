@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.live import LiveServer, _launch, free_port, stop_server
+from tests.live import LiveServer, launch, stop_server
 
 
 @contextmanager
@@ -16,21 +16,23 @@ def run_upstream(data_dir: Path, module: str, **env: str) -> Iterator[LiveServer
     At the end it stops as uvicorn stops on SIGTERM: it refuses new connections at once, then waits for the open
     ones. A gateway keeps streams open to its upstreams, so that wait is bounded: a second, then the streams are
     cut, as a gone upstream's are (uvicorn alone would wait for them for ever)."""
-    port = free_port()
-    command = [
-        "-m",
-        "uvicorn",
-        f"tests.upstreams.{module}:app",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-        "--timeout-graceful-shutdown",
-        "1",
-    ]
-    server = _launch(data_dir, port, command, env)
+
+    def command(port: int) -> list[str]:
+        return [
+            "-m",
+            "uvicorn",
+            f"tests.upstreams.{module}:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--timeout-graceful-shutdown",
+            "1",
+        ]
+
+    server = launch(data_dir, command, env)
     try:
         yield server
     finally:

@@ -21,7 +21,7 @@ from mcp_expose.declare.schema import SchemaSignature
 from mcp_expose.models import UpstreamServer, UpstreamTool
 from mcp_expose.upstream.calling import UpstreamCall, call_upstream
 from mcp_expose.upstream.discovery import UpstreamTarget
-from mcp_expose.upstream.reader import ToolDefinition
+from mcp_expose.upstream.reader import ToolDefinition, metaschema_problem
 from mcp_expose.upstream.results import OutputCheck
 from mcp_expose.upstream.sealing import SecretUnavailable
 
@@ -60,7 +60,7 @@ def served_capabilities() -> tuple[list[Capability], list[str]]:
         target = targets[server.pk]
         if target is None:
             continue
-        if (refusal := _unservable_name(server, tool, style)) is not None:
+        if (refusal := _unservable_name(server, tool, style) or _unservable_schema(tool)) is not None:
             problems.append(refusal)
             continue
         try:
@@ -97,6 +97,22 @@ def _unservable_name(server: UpstreamServer, tool: UpstreamTool, style: str) -> 
             f"{tool}: not served, because {problem}. Names are served as the upstream gives them, never rewritten; "
             "set MCP_EXPOSE['WIRE_NAMES'] = 'dotted' if every client of this deployment accepts dots."
         )
+    return None
+
+
+def _unservable_schema(tool: UpstreamTool) -> str | None:
+    """Why `tool`'s approved definition cannot be listed, or None: whatever the database holds (an approval made
+    before discovery checked the metaschema, a hand edit), a schema that is not JSON Schema costs its own tool, never
+    the listing of every other."""
+    definition = tool.approved or {}
+    for field, required in (("input_schema", True), ("output_schema", False)):
+        schema = definition.get(field)
+        if schema is None and not required:
+            continue
+        if not isinstance(schema, dict):
+            return f"{tool}: its approved {field} is not a JSON object; not served."
+        if (problem := metaschema_problem(schema)) is not None:
+            return f"{tool}: its approved {field} is not valid JSON Schema ({problem}); not served."
     return None
 
 

@@ -216,7 +216,31 @@ def _schema(value: Any, what: str, *, required: bool) -> Mapping[str, Any] | Non
         )
     if len(json.dumps(inlined, separators=(",", ":")).encode()) > conf.UPSTREAM_MAX_SCHEMA_BYTES:
         raise Refused(what, f"with its references inlined the schema is over {conf.UPSTREAM_MAX_SCHEMA_BYTES} bytes")
+    if (problem := metaschema_problem(inlined)) is not None:
+        raise Refused(what, f"the schema is not valid JSON Schema (draft 2020-12): {problem}")
     return freeze(inlined)
+
+
+# How much of the metaschema's complaint a diagnostic quotes: it may repeat the upstream's own values.
+MAX_PROBLEM_TEXT = 200
+
+
+def metaschema_problem(schema: Mapping[str, Any]) -> str | None:
+    """Why `schema` is not a JSON Schema (draft 2020-12, the revision MCP names), or None. A schema that is not one
+    (`"required": "r"`, `"type": "flurb"`) would be served to clients that cannot read it, and fails the SDK's
+    models when listed."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(thaw(schema))
+    except SchemaError as error:
+        where = "/".join(str(part) for part in error.absolute_path) or "the root"
+        text = ascii(error.message)[1:-1]  # the upstream's values, escaped: no control or look-alike characters
+        if len(text) > MAX_PROBLEM_TEXT:
+            text = text[: MAX_PROBLEM_TEXT - 1] + "…"
+        return f"{text} (at {where})"
+    return None
 
 
 def _hidden(text: str, allowed: frozenset[str] = _ALLOWED_CONTROLS) -> list[str]:
