@@ -173,7 +173,7 @@ def server_card(request: HttpRequest) -> HttpResponse:
     if request.method == "OPTIONS":
         return HttpResponse(status=204, headers=cors)
     if request.method not in ("GET", "HEAD"):
-        return HttpResponse(status=405, headers={"Allow": "GET, OPTIONS"})
+        return HttpResponse(status=405, headers={"Allow": "GET, HEAD, OPTIONS"})
     headers = _request_headers(request)
     scheme = request.scheme or "http"
     # Lists are announced as they change by the ASGI entry's streams; a process serving WSGI holds none.
@@ -181,6 +181,8 @@ def server_card(request: HttpRequest) -> HttpResponse:
     card = build_card(scheme, headers, request_origin(scheme, headers), announces_changes=announces)
     body, etag = card_body(card)
     cached = {**cors, "Cache-Control": "public, max-age=3600", "ETag": etag}
-    if etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
+    # RFC 9110 13.1.2: a weak comparison (a proxy that compresses the card weakens its tag), and "*".
+    offered = [tag.strip().removeprefix("W/") for tag in request.headers.get("If-None-Match", "").split(",")]
+    if etag in offered or "*" in offered:
         return HttpResponse(status=304, headers=cached)
     return HttpResponse(body, content_type=MEDIA_TYPE, headers=cached)

@@ -264,3 +264,45 @@ def test_an_approved_schema_that_is_not_json_schema_costs_its_own_tool_only() ->
         "desk.bad: its approved input_schema is not valid JSON Schema ('r' is not of type 'array' (at required)); not served."
         in catalog.problems
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demos_app_page_calls_its_tool_by_the_name_served() -> None:
+    """The book card's Refresh button calls the tool again through the host: by the name the server serves."""
+    User.objects.create_user("reader", password="pw")
+    with styled("portable"):
+        client = McpTestClient("reader", apps=True)
+        [page] = [
+            r.uri for r in client.list_resources().resources if r.uri.startswith("ui://") and "book_card" in r.uri
+        ]
+        html = client.read_resource(page).contents[0].text
+    assert 'callTool("library_get_book", {' in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_assertion_given_a_name_no_tool_goes_by_fails_instead_of_passing() -> None:
+    """`assert_hidden` and `assert_cannot_call` pass for any name no tool has: a dotted name on a portable
+    deployment would "prove" nothing. They say so, and which name the tool goes by."""
+    from mcp_expose.testing import assert_cannot_call, assert_hidden
+
+    User.objects.create_user("reader", password="pw")
+    with styled("portable"):
+        client = McpTestClient("reader", ["library:read"])
+        assert_hidden(client, "library_borrow_book")  # a tool this reader may not use: passes
+        assert_cannot_call(client, "library_borrow_book", {"book_id": 1})
+        with pytest.raises(AssertionError, match="'library.borrow_book' goes by 'library_borrow_book'"):
+            assert_hidden(client, "library.borrow_book")
+        with pytest.raises(AssertionError, match="No tool goes by library.nothing_here"):
+            assert_cannot_call(client, "library.nothing_here")
+
+
+def test_a_task_queued_under_a_name_before_a_switch_runs_the_tool_by_its_key(registry: CapabilityRegistry) -> None:
+    """A task row keeps the name it was queued under; the worker finds its tool by key, so a switch of WIRE_NAMES
+    (or an admin's rename) between queueing and running does not answer `Unknown tool`."""
+    from mcp_expose.serving.task_worker import _current_name
+
+    declare(registry, "shop.orders.refund")
+    with styled("portable"):
+        catalog = compile_catalog(registry, {})
+    assert _current_name(catalog, "shop.orders.refund", "shop.orders.refund") == "shop_orders_refund"
+    assert _current_name(catalog, "shop.gone", "shop.gone") == "shop.gone"  # no such key: answered as unknown

@@ -270,9 +270,11 @@ def test_the_server_card_is_revalidated_by_its_etag(client: Client) -> None:
         first = client.get("/mcp/public/server-card")
         again = client.get("/mcp/public/server-card", HTTP_IF_NONE_MATCH=first["ETag"])
         changed = client.get("/mcp/public/server-card", HTTP_IF_NONE_MATCH='"another"')
+        weakened = client.get("/mcp/public/server-card", HTTP_IF_NONE_MATCH=f'"other", W/{first["ETag"]}')
     assert first.status_code == 200 and first["ETag"].startswith('"')
     assert again.status_code == 304 and again.content == b"" and again["ETag"] == first["ETag"]
     assert changed.status_code == 200
+    assert weakened.status_code == 304  # a proxy that compressed the card weakened its tag: still the same card
 
 
 @pytest.mark.anyio

@@ -121,6 +121,17 @@ def test_any_change_a_model_would_see_changes_the_digest() -> None:
             "not valid JSON Schema (draft 2020-12): 'r' is not of type 'array' (at required)",
         ),
         (
+            # 500 nested groups: past the regex compiler's recursion when the metaschema checks the pattern.
+            tool(
+                inputSchema={
+                    "type": "object",
+                    "properties": {"a": {"type": "string", "pattern": "(" * 500 + ")" * 500}},
+                }
+            ),
+            "inputSchema",
+            "not valid JSON Schema (draft 2020-12): it cannot be checked (RecursionError)",
+        ),
+        (
             tool(outputSchema={"type": "object", "properties": {"x": {"type": "flurb"}}}),
             "outputSchema",
             "'flurb' is not valid under any of the given schemas (at properties/x/type)",

@@ -152,7 +152,8 @@ async def _call(row: ToolTask, principal: Principal, report_progress: Any) -> di
         if endpoint is None:  # the endpoint it was made at left the settings: nothing is offered there
             raise UnknownTool(row.tool_name)
         catalog = whole.for_endpoint(endpoint)
-        outcome: ToolOutcome = await call_tool(catalog, principal, row.tool_name, call.get("arguments") or {}, request)
+        name = _current_name(catalog, row.tool_key, row.tool_name)
+        outcome: ToolOutcome = await call_tool(catalog, principal, name, call.get("arguments") or {}, request)
     except UnknownTool as exc:
         return {"error": {"code": types.INVALID_PARAMS, "message": str(exc)}}
     except (MissingClientCapability, StaleConfirmation) as exc:
@@ -283,3 +284,10 @@ def _live_grant(row: ToolTask) -> Any:
         ),
         None,
     )
+
+
+def _current_name(catalog: Any, key: str, queued_as: str) -> str:
+    """The name the task's tool goes by now: by its key, so a task queued before a rename (an admin's, or a
+    switch of WIRE_NAMES) still runs its tool; the name it was queued under when no tool has that key."""
+    entry = next((entry for entry in catalog.tools if entry.key == key), None)
+    return entry.name if entry is not None else queued_as

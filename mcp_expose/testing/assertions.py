@@ -14,6 +14,8 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
+from mcp_expose.core.conf import get_settings
+from mcp_expose.declare.names import served_name
 from mcp_expose.testing.caller import HttpRefusal
 
 # How much of a result a failure message shows.
@@ -29,7 +31,9 @@ def assert_visible(listing: Any, *names: str) -> None:
 
 
 def assert_hidden(listing: Any, *names: str) -> None:
-    """None of `names` is in the caller's `tools/list`."""
+    """None of `names` is in the caller's `tools/list`. Given a client, each must be a name some tool goes by: one
+    that no tool has (a typo, the other WIRE_NAMES style) would be "hidden" whatever the rules."""
+    _known(listing, names)
     seen = tool_names(listing)
     shown = [name for name in names if name in seen]
     if shown:
@@ -38,7 +42,9 @@ def assert_hidden(listing: Any, *names: str) -> None:
 
 def assert_cannot_call(client: Any, name: str, arguments: dict[str, Any] | None = None) -> None:
     """Calling `name` as this client's caller is refused: answered as an unknown tool, or with a 403 step-up.
-    A sync test's assertion (it calls the tool); an async test checks `acall_tool` the same way."""
+    A sync test's assertion (it calls the tool); an async test checks `acall_tool` the same way. `name` must be a
+    name some tool goes by, as for `assert_hidden`."""
+    _known(client, [name])
     try:
         result = client.call_tool(name, arguments)
     except MCPError as exc:
@@ -85,6 +91,24 @@ def assert_input_required(result: Any, *keys: str) -> types.InputRequiredResult:
     if keys and sorted(keys) != asked:
         raise AssertionError(f"Expected the call to ask{_keys(keys)}; it asked {asked}: {describe(result)}")
     return result
+
+
+def _known(target: Any, names: Iterable[str]) -> None:
+    """Fail on a name no tool goes by, when the target can say (an `McpTestClient`): such a name is "hidden" and
+    "refused" whatever the rules, so the assertion would pass without testing anything."""
+    if not hasattr(target, "known_tool_names"):
+        return
+    known = target.known_tool_names()
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        style = get_settings().WIRE_NAMES
+        hints = [
+            f"{name!r} goes by {served_name(name, style)!r}" for name in unknown if served_name(name, style) in known
+        ]
+        raise AssertionError(
+            f"No tool goes by {_names(unknown)}, so it would pass as hidden or refused whatever the rules say"
+            + (f" ({'; '.join(hints)}: WIRE_NAMES is {style!r})." if hints else ".")
+        )
 
 
 def tool_names(listing: Any) -> list[str]:

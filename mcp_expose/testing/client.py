@@ -24,11 +24,13 @@ from mcp import Client
 from mcp.client.extension import ClientExtension
 
 from mcp_expose.catalog.compiled import Catalog
+from mcp_expose.core.conf import get_settings
 from mcp_expose.core.db import hops_on_callers_thread, in_worker_thread
 from mcp_expose.core.endpoints import DEFAULT_ENDPOINT, Endpoint, endpoint_named, endpoints
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.apps import APP_MIME_TYPE, EXTENSION_ID
-from mcp_expose.declare.registry import CapabilityRegistry
+from mcp_expose.declare.names import served_name
+from mcp_expose.declare.registry import TOOL_KINDS, CapabilityRegistry
 from mcp_expose.serving.server import build_server
 from mcp_expose.testing.answering import Answerer, Person, approval_url
 from mcp_expose.testing.caller import Caller, CatalogView, HttpRefusal, refusal_at_edge
@@ -246,6 +248,15 @@ class McpTestClient:
                 options["extensions"] = [AppsHost()]
             async with Client(server, mode=ERA_MODES[self.era], **options, **client_options) as client:
                 yield Connected(client, principal, catalog)
+
+    def known_tool_names(self) -> frozenset[str]:
+        """Every name a tool of this deployment goes by on the wire, served now or not (disabled, off this
+        endpoint): what tells a tool hidden from this caller apart from a name no tool has, such as one written in
+        the other WIRE_NAMES style."""
+        whole = self._catalog.get()
+        style = get_settings().WIRE_NAMES
+        declared = {served_name(c.name, style) for c in whole.capabilities.values() if c.kind in TOOL_KINDS}
+        return frozenset(declared | {entry.name for entry in whole.tools})
 
     def _caller_now(self) -> tuple[Principal, Catalog]:
         catalog = self._endpoint_catalog()

@@ -14,6 +14,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
@@ -228,19 +229,30 @@ MAX_PROBLEM_TEXT = 200
 def metaschema_problem(schema: Mapping[str, Any]) -> str | None:
     """Why `schema` is not a JSON Schema (draft 2020-12, the revision MCP names), or None. A schema that is not one
     (`"required": "r"`, `"type": "flurb"`) would be served to clients that cannot read it, and fails the SDK's
-    models when listed."""
+    models when listed. Remembered per schema text: the catalog asks again at every compile."""
+    return _metaschema_problem(json.dumps(thaw(schema), sort_keys=True, separators=(",", ":")))
+
+
+@lru_cache(maxsize=2048)
+def _metaschema_problem(text: str) -> str | None:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
     try:
-        Draft202012Validator.check_schema(thaw(schema))
+        Draft202012Validator.check_schema(json.loads(text))
     except SchemaError as error:
         where = "/".join(str(part) for part in error.absolute_path) or "the root"
-        text = ascii(error.message)[1:-1]  # the upstream's values, escaped: no control or look-alike characters
-        if len(text) > MAX_PROBLEM_TEXT:
-            text = text[: MAX_PROBLEM_TEXT - 1] + "…"
-        return f"{text} (at {where})"
+        return f"{_quoted(error.message)} (at {where})"
+    except Exception as exc:  # noqa: BLE001  (a pattern nested past the regex compiler's recursion, …: refused too)
+        return f"it cannot be checked ({type(exc).__name__})"
     return None
+
+
+def _quoted(message: str) -> str:
+    """The metaschema's complaint, which repeats the upstream's values: escaped (no control or look-alike
+    characters) and bounded."""
+    text = ascii(message)[1:-1]
+    return text if len(text) <= MAX_PROBLEM_TEXT else text[: MAX_PROBLEM_TEXT - 1] + "…"
 
 
 def _hidden(text: str, allowed: frozenset[str] = _ALLOWED_CONTROLS) -> list[str]:
