@@ -3,6 +3,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -10,26 +11,24 @@ from mcp_expose.declare.registry import CapabilityRegistry
 from mcp_expose.declare.registry import registry as global_registry
 
 from .live import LIVE_SETTINGS, LiveServer, prepare_demo, process_starters, run_server
+from .scheduling import SERVICES_GROUP, SuiteScheduling, suite_group
 
-# scripts/test runs the suite on two xdist workers with `--dist loadgroup --no-loadscope-reorder`. A module's tests
-# stay on one worker, so that its module-scoped servers and databases are made once. The tests that drive the
-# machine's shared PostgreSQL and Redis, or inject faults into servers of their own, form one group: they run one
-# after another, never beside each other, whatever else runs on the other worker.
-SERVICES_GROUP = "services"
-SERVICES_MARKERS = ("scale", "outage")
+# scripts/test runs the suite on two xdist workers with `--dist loadgroup --no-loadscope-reorder`, scheduled by
+# `tests/scheduling.py`: a module's tests stay on one worker, so that its module-scoped servers and databases are
+# made once, and the tests that drive the machine's shared PostgreSQL and Redis, or inject faults into servers of
+# their own, form one group: they run one after another, never beside each other, whatever else runs on the other
+# worker.
 
 
 def _group(item: pytest.Item) -> str:
-    if any(item.get_closest_marker(marker) for marker in SERVICES_MARKERS):
-        return SERVICES_GROUP
-    return item.nodeid.split("::")[0]
+    return suite_group(item.nodeid)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(_group(item)))
+@pytest.hookimpl(optionalhook=True)  # without xdist (`-p no:xdist`) there is no such hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Our grouping for `--dist loadgroup` (xdist's own reads markers through node ids that pytest 9.2 keeps
+    apart); None leaves any other mode to xdist."""
+    return SuiteScheduling(config, log) if config.getoption("dist") == "loadgroup" else None
 
 
 class LongestFirst:

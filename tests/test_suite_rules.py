@@ -37,3 +37,21 @@ def test_the_rule_sees_the_modules_that_start_processes() -> None:
     """The rule reads the suite as it is: the modules known to start servers, workers and browsers are seen."""
     seen = {path.name for path in TEST_MODULES if process_starters(path)}
     assert {"test_processes.py", "test_scale.py", "test_tasks.py", "test_pages.py", "test_commands.py"} <= seen
+
+
+def test_a_modules_tests_share_a_worker_and_the_services_tests_share_one_group() -> None:
+    """What `SuiteScheduling` sends to a worker as one unit, read from node ids (tests/scheduling.py): a module,
+    or the `services` group, which a module-level `pytestmark` or a decorator puts a test in."""
+    from .scheduling import SERVICES_GROUP, SuiteScheduling, suite_group
+
+    gateway = (
+        "tests/test_upstream_gateway.py::test_an_upstream_behind_oauth_client_credentials_is_called_with_its_own_token"
+    )
+    assert suite_group(f"{gateway}[auto]") == suite_group(f"{gateway}[legacy]") == "tests/test_upstream_gateway.py"
+    assert suite_group("tests/test_faults.py::test_redis_frozen_and_thawed") == SERVICES_GROUP  # by pytestmark
+    postgres = "tests/test_migrations.py::test_postgresql_drops_and_restores_the_index_and_its_like_twin"
+    assert suite_group(postgres) == SERVICES_GROUP  # by its decorator
+    assert suite_group("tests/test_migrations.py::test_migrating_back_syncs_no_rows_into_an_older_schema") == (
+        "tests/test_migrations.py"
+    )
+    assert SuiteScheduling._split_scope(object.__new__(SuiteScheduling), f"{gateway}[legacy]") == suite_group(gateway)
