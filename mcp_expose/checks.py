@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from mcp_expose.access.authenticators import configuration_problems as authenticator_problems
 from mcp_expose.core.conf import DEFAULTS, get_settings
 from mcp_expose.core.endpoints import endpoint_problems
+from mcp_expose.core.wording import first_few
 from mcp_expose.declare.adapters.middleware import middleware_factory
 from mcp_expose.declare.names import WIRE_NAME_STYLES
 from mcp_expose.declare.registry import CapabilityRegistry
@@ -202,7 +203,7 @@ def _dotted_name_messages(names: list[str], where: str) -> list[checks.CheckMess
     dotted = sorted({name for name in names if "." in name})
     if not dotted:
         return []
-    shown = ", ".join(repr(name) for name in dotted[:3]) + (f" and {len(dotted) - 3} more" if len(dotted) > 3 else "")
+    shown = first_few(dotted)
     return [
         checks.Warning(
             f"MCP_EXPOSE['WIRE_NAMES'] is 'dotted', so {len(dotted)} {where} "
@@ -295,6 +296,8 @@ UPSTREAM_LIMITS = (
     "UPSTREAM_MAX_DESCRIPTION",
     "UPSTREAM_MAX_SCHEMA_BYTES",
     "UPSTREAM_MAX_SCHEMA_DEPTH",
+    "UPSTREAM_MAX_ENTRY_BYTES",
+    "UPSTREAM_MAX_LISTING_BYTES",
     "UPSTREAM_MAX_RESULT_BYTES",
     "UPSTREAM_BREAKER_THRESHOLD",
     "UPSTREAM_BREAKER_COOLDOWN",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,26 @@ def test_each_hostile_answer_ends_as_a_tool_error_and_counts_against_the_server(
     assert raised.value.details["upstream"] == "up"
     assert "Traceback" not in raised.value.message and "upstream-secret" not in raised.value.message
     assert breaker().failures(1) == 1
+
+
+@pytest.mark.parametrize(
+    ("tool", "error", "words"),
+    [
+        ("oversized", UpstreamError, "its answer is over 1048576 bytes"),
+        ("malformed", UpstreamError, "cannot be read"),
+        ("unknown_content", UpstreamError, "cannot be read"),
+        ("error5xx", UpstreamUnavailable, "HTTP 502"),
+    ],
+)
+def test_a_2025_11_25_upstream_fails_as_a_2026_one_does_with_no_traceback_logged(
+    hostile: LiveServer, tool: str, error: type[ToolError], words: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG), pytest.raises(error) as raised:
+        call(calls_url(hostile), tool, protocol="2025-11-25")
+    assert words in raised.value.message
+    assert breaker().failures(1) == 1
+    # The SDK's own records of what the upstream sent say so in a line, never with a traceback.
+    assert [record.getMessage() for record in caplog.records if record.exc_info or record.exc_text] == []
 
 
 def test_an_upstream_tool_error_is_passed_on_bounded_marked_and_not_counted(hostile: LiveServer) -> None:

@@ -52,8 +52,8 @@ def hostile(files: Path) -> Iterator[LiveServer]:
         yield server
 
 
-def read(url: str, protocol: str = "auto", **options: Any) -> Discovery:
-    with LOOPBACK:
+def read(url: str, protocol: str = "auto", settings: dict[str, Any] | None = None, **options: Any) -> Discovery:
+    with override_settings(MCP_EXPOSE={"UPSTREAM_ALLOW_LOOPBACK": True, **(settings or {})}):
         return anyio.run(discover, UpstreamTarget(1, "up", url, protocol, **options))
 
 
@@ -95,6 +95,38 @@ def test_each_hostile_entry_is_refused_alone_and_the_rest_is_read(hostile: LiveS
     }
 
 
+@pytest.mark.parametrize(("case", "protocol"), [("big-entry", "2026-07-28"), ("sse-big-entry", "2025-11-25")])
+def test_one_oversized_entry_is_refused_alone_unread(hostile: LiveServer, case: str, protocol: str) -> None:
+    found = read(f"{hostile.base_url}/mcp/{case}", protocol)
+    assert found.error is None and found.protocol_version == protocol
+    assert [tool.name for tool in found.tools] == [f"good{number}" for number in range(10)]
+    [refused] = found.diagnostics
+    assert (refused.tool, refused.field) == ("vast", "tool")
+    assert refused.problem.startswith("the entry is 5000") and "at most 2097152 are read" in refused.problem
+    assert "UPSTREAM_MAX_ENTRY_BYTES" in refused.problem
+
+
+@pytest.mark.parametrize("case", ["many", "sse-many"])
+def test_a_listing_past_its_limit_keeps_the_entries_before_the_cut(hostile: LiveServer, case: str) -> None:
+    found = read(f"{hostile.base_url}/mcp/{case}", "2026-07-28", {"UPSTREAM_MAX_LISTING_BYTES": 65536})
+    assert found.error is None
+    names = [tool.name for tool in found.tools]
+    # Each entry is about 1,080 bytes: about 60 fit in 64 KiB, and they are the first ones, in order.
+    assert 50 < len(names) < 65 and names == [f"t{number:03}" for number in range(len(names))]
+    [note] = found.diagnostics
+    assert note.field == "tools" and "over 65536 bytes (UPSTREAM_MAX_LISTING_BYTES)" in note.problem
+    assert f"the {len(names)} entries before that point were read" in note.problem
+
+
+def test_a_listing_cut_outside_its_list_of_tools_is_not_read(hostile: LiveServer) -> None:
+    # 5 MB of padding after the list: read whole within the default limit, cut past a smaller one.
+    found = read(f"{hostile.base_url}/mcp/oversized", "2026-07-28")
+    assert found.error is None and [tool.name for tool in found.tools] == ["fine"]
+    found = read(f"{hostile.base_url}/mcp/oversized", "2026-07-28", {"UPSTREAM_MAX_LISTING_BYTES": 1048576})
+    assert found.tools == () and found.error is not None
+    assert "the answer is over 1048576 bytes, and it was cut outside its list of tools" in found.error
+
+
 def test_names_equal_across_pages_are_refused_together(hostile: LiveServer) -> None:
     found = read(f"{hostile.base_url}/mcp/paged", "2026-07-28")
     assert [tool.name for tool in found.tools] == ["second"]
@@ -106,7 +138,6 @@ def test_names_equal_across_pages_are_refused_together(hostile: LiveServer) -> N
     [
         ("malformed", "cannot be read: the answer is not valid JSON"),
         ("error5xx", "The upstream answered HTTP 503."),
-        ("oversized", "its answer is over 4194304 bytes"),
         ("compressed", "answered compressed (gzip), which is not read"),
         ("closed", "closed the connection before its answer was complete"),
         ("hang", "did not answer within"),
@@ -328,6 +359,33 @@ def test_an_upstream_announcing_a_change_is_discovered_and_the_change_waits_for_
     assert notes.as_served()["description"] == "Notes on a topic."
 
 
+@pytest.mark.parametrize("protocol", ["2025-11-25", "2026-07-28"])
+def test_a_listener_says_it_connected_in_each_era_so_its_backoff_starts_again(
+    stateful: LiveServer, protocol: str
+) -> None:
+    """A 2025-11-25 session's stream only ever ends in an error: the listener must not count it as a failure."""
+    from mcp_expose.upstream.refresh import LISTEN_RETRY, listen_once, next_delay
+
+    async def scenario() -> bool:
+        connected = anyio.Event()
+
+        async def changed() -> None:
+            return None
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(listen_once, UpstreamTarget(1, "up", stateful.mcp_url, protocol), changed, connected)
+            with anyio.fail_after(20):
+                await connected.wait()
+            group.cancel_scope.cancel()
+        return connected.is_set()
+
+    with LOOPBACK:
+        assert anyio.run(scenario) is True
+    assert next_delay(LISTEN_RETRY[1], connected=True) == LISTEN_RETRY[0]
+    assert next_delay(LISTEN_RETRY[0], connected=False) == 2 * LISTEN_RETRY[0]
+    assert next_delay(LISTEN_RETRY[1], connected=False) == LISTEN_RETRY[1]
+
+
 def test_the_doctor_probes_an_upstream_and_names_what_is_served_but_no_longer_listed(
     server_row: UpstreamServer, files: Path, django_user_model: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -370,3 +428,18 @@ def test_the_revision_moves_only_when_what_clients_are_served_changes(
     (files / "hide-add").unlink()
     assert not moves(lambda: discover_row(server_row))  # back to what was approved: served as it was
     assert moves(lambda: UpstreamTool.objects.filter(name="notes").get().delete())
+
+
+@pytest.mark.django_db
+def test_the_doctor_shows_the_first_diagnostics_and_says_how_many_more_there_are(
+    hostile: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    UpstreamServer.objects.create(name="many", url=f"{hostile.base_url}/mcp/many", protocol="2026-07-28")
+    # Every one of the 200 descriptions is over a limit of 500 characters: 200 diagnostics.
+    with override_settings(MCP_EXPOSE={"UPSTREAM_ALLOW_LOOPBACK": True, "UPSTREAM_MAX_DESCRIPTION": 500}):
+        with pytest.raises(SystemExit):
+            call_command("mcp_doctor", upstream="many")
+    report = capsys.readouterr().out
+    assert "0 tool(s) read; 200 entries refused by the bounded reader" in report
+    assert report.count("description: the description is 1000 characters; at most 500") == 10
+    assert "and 190 more not shown here: `manage.py mcp_discover --server many` records them all" in report

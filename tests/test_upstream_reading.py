@@ -11,7 +11,14 @@ from django.test import override_settings
 
 from mcp_expose.core.ssrf_guard import AddressRefused, address_problem, check_host, check_url
 from mcp_expose.declare.names import server_name_problem
-from mcp_expose.upstream.bounded_json import TOO_DEEP_KEY, UnreadableJSON, depth_of, loads_bounded
+from mcp_expose.upstream.bounded_json import (
+    TOO_DEEP_KEY,
+    TOO_LARGE_KEY,
+    UnreadableJSON,
+    depth_of,
+    loads_bounded,
+    loads_listing,
+)
 from mcp_expose.upstream.reader import ToolDefinition, read_tool, read_tools
 from mcp_expose.upstream.sealing import SecretUnavailable, reseal, seal, unseal
 
@@ -62,6 +69,48 @@ def test_text_that_is_not_json_or_too_large_is_unreadable() -> None:
         loads_bounded(b'"\xff"', max_depth=10, max_bytes=1000)
     with pytest.raises(UnreadableJSON, match="not valid JSON"):
         loads_bounded("]]]" + "[" * 5, max_depth=2, max_bytes=1000)
+
+
+# a listing, entry by entry
+
+LISTED: list[Any] = [
+    {"name": "a", "x": [1, 2, {"y": ",]}"}]},
+    {"name": "big", "description": "x" * 1000},
+    's,]\\"[',
+    3,
+    {"name": 'c\\"]', "inputSchema": {"type": "object"}},
+]
+
+
+def listing(tools: list[Any]) -> bytes:
+    return b'{"jsonrpc":"2.0","id":1,"result":{"tools":' + json.dumps(tools).encode() + b',"nextCursor":"n"}}'
+
+
+def test_each_entry_of_a_listing_is_read_alone_and_one_too_large_is_left_unread() -> None:
+    message, read, cut = loads_listing(listing(LISTED), max_depth=64, max_entry_bytes=200)
+    assert (read, cut) == (5, False) and message["result"]["nextCursor"] == "n"
+    tools = message["result"]["tools"]
+    assert tools[1] == {TOO_LARGE_KEY: len(json.dumps(LISTED[1])) + 1, "name": "big"}  # its leading space too
+    assert tools[:1] + tools[2:] == LISTED[:1] + LISTED[2:]
+    definitions, diagnostics = read_tools(tools, "s")
+    assert ("big", "tool") in {(diagnostic.tool, diagnostic.field) for diagnostic in diagnostics}
+
+
+def test_a_listing_cut_anywhere_keeps_exactly_the_entries_complete_before_the_cut_or_nothing() -> None:
+    text = listing(LISTED)
+    list_opens, list_closes = text.index(b"[{"), text.index(b'],"nextCursor"')
+    for end in range(len(text)):
+        try:
+            message, read, cut = loads_listing(text[:end], max_depth=64, max_entry_bytes=10**6, cut=True)
+        except UnreadableJSON as refused:
+            # Refused only where the cut falls outside the list of tools.
+            assert not list_opens < end <= list_closes, (end, refused)
+            continue
+        assert list_opens < end <= list_closes and cut
+        assert message["id"] == 1 and message["result"]["tools"] == LISTED[:read]
+        assert "nextCursor" not in message["result"]
+    whole, read, cut = loads_listing(text, max_depth=64, max_entry_bytes=10**6, cut=True)
+    assert whole == json.loads(text) and (read, cut) == (5, False)  # the message ended before the cut
 
 
 # the reader
@@ -172,7 +221,16 @@ def test_an_entry_breaking_a_rule_is_refused_naming_the_field(entry: Any, field:
 
 def test_a_refused_entry_is_named_by_its_position_when_its_name_is_not_plain() -> None:
     _, diagnostics = read_tools([tool("ok"), tool(name="evil.\u202etool")], "s")
-    assert diagnostics[0].tool == "#2" and "U+202E" in diagnostics[0].problem
+    assert diagnostics[0].tool == "#2 (evil.\\u202etool)" and "U+202E RIGHT-TO-LEFT OVERRIDE" in diagnostics[0].problem
+
+
+def test_a_look_alike_letter_is_named_by_its_code_point_never_shown_as_itself() -> None:
+    # "есho": a Cyrillic е and с imitating the Latin letters.
+    _, diagnostics = read_tools([tool(name="\u0435\u0441ho")], "s")
+    [refused] = diagnostics
+    assert refused.tool == "#1 (\\u0435\\u0441ho)"
+    assert "U+0435 CYRILLIC SMALL LETTER IE, U+0441 CYRILLIC SMALL LETTER ES" in refused.problem
+    assert str(refused).isascii()
 
 
 def test_local_references_are_inlined_and_a_reference_bomb_is_refused() -> None:
@@ -226,14 +284,14 @@ def test_event_streams_are_rewritten_whatever_their_line_endings() -> None:
     from mcp_expose.upstream.transport import _rewrite_events
 
     body = b'event: message\rid: 7\rdata: {"a":\rdata: 1}\r\revent: message\r\ndata: 2\r\n\r\n'
-    seen: list[bytes] = []
+    seen: list[tuple[bytes, bool]] = []
 
-    def rewrite(data: bytes) -> bytes:
-        seen.append(data)
+    def rewrite(data: bytes, last: bool) -> bytes:
+        seen.append((data, last))
         return data.replace(b"1", b"one\nline")
 
     out = _rewrite_events(body, rewrite)
-    assert seen == [b'{"a":\n1}', b"2"]
+    assert seen == [(b'{"a":\n1}', False), (b"2", True)]
     assert out == b'event: message\nid: 7\ndata: {"a":\ndata: one\ndata: line}\n\nevent: message\ndata: 2\n\n'
 
 

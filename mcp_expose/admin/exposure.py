@@ -45,6 +45,11 @@ def _pretty_json(value: Any) -> str:
     return format_html('<pre class="mcp-json">{}</pre>', json.dumps(thaw(value), indent=2, ensure_ascii=False))
 
 
+def _searchable(name: str) -> str:
+    """A name folded for search: case ignored, and '.', '__' and '_' alike (the separators of the name styles)."""
+    return name.casefold().replace("__", ".").replace("_", ".")
+
+
 def _confirmation_words(required: bool, channel: str) -> str:
     if not required:
         return "—"
@@ -177,6 +182,30 @@ class ExposedToolAdmin(admin.ModelAdmin):
         capability = self._capability(obj)
         scopes = (capability.scopes if capability else frozenset()) | obj.extra_scope_set
         return " ".join(sorted(scopes)) or "—"
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[ExposedTool], search_term: str
+    ) -> tuple[QuerySet[ExposedTool], bool]:
+        """Also by the names a tool goes by that no column holds: its declared and served names (an upstream
+        tool's row keeps only the server's key), with '.', '_' and '__' read alike, so a name typed in either
+        style finds the tool whichever style this deployment serves."""
+        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        term = _searchable(search_term.strip())
+        if term:
+            keys = [key for key, names in self._names_by_key().items() if any(term in name for name in names)]
+            if keys:
+                found = found | queryset.filter(key__in=keys)
+        return found, may_have_duplicates
+
+    def _names_by_key(self) -> dict[str, set[str]]:
+        """Each capability's key and the names it goes by (declared and served), made searchable."""
+        style = get_settings().WIRE_NAMES
+        capabilities = {**provider.get_sync().capabilities, **{capability.key: capability for capability in registry}}
+        rows = dict(ExposedTool.objects.values_list("key", "wire_name"))
+        return {
+            key: {_searchable(capability.name), _searchable(served_name(rows.get(key) or capability.name, style))}
+            for key, capability in capabilities.items()
+        }
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ExposedTool]:
         since = timezone.now() - timedelta(hours=24)

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 
 from mcp_expose.admin.upstream_forms import UpstreamServerForm, origin_of
 from mcp_expose.models import UpstreamServer, UpstreamTool
-from mcp_expose.operator.upstream_review import definition_diff
+from mcp_expose.operator.upstream_review import approved_label, definition_diff
 from mcp_expose.upstream.snapshots import NothingToApprove, approve, rediscover
 
 # What the server's page shows of its last discovery and its calls: read-only, in this order.
@@ -201,7 +201,8 @@ class UpstreamToolAdmin(admin.ModelAdmin):
             return format_html(
                 "<pre>{}</pre>", definition_diff(None, obj.approved).split("\n", 2)[-1] if obj.approved else "—"
             )
-        return format_html('<pre class="mcp-diff">{}</pre>', definition_diff(obj.approved, obj.proposed))
+        label = approved_label(obj.as_served() is not None, str(obj.get_status_display()).lower())
+        return format_html('<pre class="mcp-diff">{}</pre>', definition_diff(obj.approved, obj.proposed, label))
 
     def get_urls(self) -> list[Any]:
         extra = [

@@ -177,6 +177,11 @@ DEFAULTS: dict[str, Any] = {
     "UPSTREAM_MAX_DESCRIPTION": 8192,
     "UPSTREAM_MAX_SCHEMA_BYTES": 65536,
     "UPSTREAM_MAX_SCHEMA_DEPTH": 32,
+    # One entry of a tools/list page, in bytes on the wire (whitespace, icons and _meta included): a longer one is
+    # refused alone, unread. And one tools/list answer: past this many bytes the page is cut, the entries complete
+    # before the cut are read, and the rest (with any later page) are refused with a diagnostic.
+    "UPSTREAM_MAX_ENTRY_BYTES": 2097152,
+    "UPSTREAM_MAX_LISTING_BYTES": 16777216,
     # A call's answer from an upstream: at most this many bytes on the wire (a tool's own result size limit then
     # truncates what the client is sent, as for local tools).
     "UPSTREAM_MAX_RESULT_BYTES": 1048576,

@@ -7,6 +7,8 @@ from typing import Any
 from django.apps import apps
 from django.core import checks
 
+from mcp_expose.core.wording import first_few
+
 # (setting, the value that is safe, why it matters)
 REQUIRED_VALUES = [
     ("PKCE_REQUIRED", True, "public clients (every MCP client) must use PKCE"),
@@ -92,7 +94,7 @@ def check_tool_scopes_are_grantable(app_configs: Any = None, **kwargs: Any) -> l
             needed.setdefault(scope, []).append(capability.name)
     return [
         checks.Warning(
-            f"The scope {scope!r}, which {_listed(names)} need{'s' if len(names) == 1 else ''}, is not in "
+            f"The scope {scope!r}, which {first_few(names)} need{'s' if len(names) == 1 else ''}, is not in "
             "OAUTH2_PROVIDER['SCOPES']: no OAuth client can be granted it, and asking for it (a step-up "
             "included) is refused with invalid_scope.",
             hint=f"Add {scope!r} to OAUTH2_PROVIDER['SCOPES'] with the description users see on the consent page "
@@ -103,6 +105,3 @@ def check_tool_scopes_are_grantable(app_configs: Any = None, **kwargs: Any) -> l
     ]
 
 
-def _listed(names: list[str]) -> str:
-    shown = ", ".join(repr(name) for name in names[:3])
-    return shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")

@@ -18,6 +18,9 @@ from mcp_expose.upstream.calling import breaker
 from mcp_expose.upstream.discovery import UpstreamTarget, discover
 from mcp_expose.upstream.sealing import SecretUnavailable
 
+# Diagnostics printed one by one; the rest are counted.
+SHOWN_DIAGNOSTICS = 10
+
 
 def probe_upstream(server: UpstreamServer) -> Iterator[Finding]:
     if not server.enabled:
@@ -44,8 +47,16 @@ def probe_upstream(server: UpstreamServer) -> Iterator[Finding]:
         "discovery",
         f"{found.protocol_version}, {len(found.tools)} tool(s) read{refused}",
     )
-    for diagnostic in found.diagnostics[:10]:
+    for diagnostic in found.diagnostics[:SHOWN_DIAGNOSTICS]:
         yield Finding(False, "discovery", str(diagnostic))
+    if len(found.diagnostics) > SHOWN_DIAGNOSTICS:
+        more = len(found.diagnostics) - SHOWN_DIAGNOSTICS
+        yield Finding(
+            False,
+            "discovery",
+            f"and {more} more not shown here: `manage.py mcp_discover --server {server.name}` records them all, "
+            "and the server's page in the admin lists them",
+        )
     listed = {tool.name.casefold(): tool.digest for tool in found.tools}
     served = list(
         UpstreamTool.objects.filter(

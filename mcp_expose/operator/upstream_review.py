@@ -12,12 +12,21 @@ def pretty(definition: Any) -> str:
     return json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=True) if definition is not None else ""
 
 
-def definition_diff(approved: Any, proposed: Any) -> str:
+SERVED_NOW = "approved (served now)"
+
+
+def approved_label(served: bool, status: str) -> str:
+    """What the approved side of a diff is called: served now, or why not (a blocked tool's approval is kept,
+    but nothing of it reaches clients, and the label must not say otherwise)."""
+    return SERVED_NOW if served else f"approved (not served: {status})"
+
+
+def definition_diff(approved: Any, proposed: Any, label: str = SERVED_NOW) -> str:
     """A unified diff, line by line, of the approved definition and the proposed one (all of it when nothing is
     approved yet). Descriptions are split at their line breaks, so a changed sentence shows as itself."""
     before = _lines(approved)
     after = _lines(proposed)
-    return "\n".join(difflib.unified_diff(before, after, "approved (served now)", "proposed", lineterm="", n=3))
+    return "\n".join(difflib.unified_diff(before, after, label, "proposed", lineterm="", n=3))
 
 
 def _lines(definition: Any) -> list[str]:

@@ -28,6 +28,7 @@ from mcp_expose.upstream.breaker import CircuitBreaker
 from mcp_expose.upstream.client_credentials import TokenUnavailable, tokens
 from mcp_expose.upstream.discovery import UpstreamTarget, describe_failure
 from mcp_expose.upstream.pool import pool
+from mcp_expose.upstream.quiet_sdk import talking_to
 from mcp_expose.upstream.results import OutputCheck, error_text, read_result
 from mcp_expose.upstream.transport import UpstreamRefused
 
@@ -174,7 +175,7 @@ async def _send_once(
         await context.report_progress(progress, total, message[:500] if message else None)
 
     try:
-        with anyio.fail_after(target.connect_timeout + target.call_timeout):
+        with talking_to(target.name), anyio.fail_after(target.connect_timeout + target.call_timeout):
             async with Client(streamable_http_client(target.url, http_client=http), mode=call.mode) as client:
                 request = types.CallToolRequest(params=types.CallToolRequestParams(name=call.tool, arguments=arguments))
                 return await client.session.send_request(

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from mcp_expose.upstream.client_credentials import ClientCredentials, TokenUnavailable, tokens
 from mcp_expose.upstream.headers import header_values, secret_value
+from mcp_expose.upstream.quiet_sdk import talking_to
 from mcp_expose.upstream.reader import Diagnostic, ToolDefinition, read_tools
 from mcp_expose.upstream.sealing import SecretUnavailable, unseal
 from mcp_expose.upstream.transport import BoundedTransport, UpstreamRefused
@@ -101,7 +102,7 @@ async def discover(target: UpstreamTarget) -> Discovery:
     budget = target.connect_timeout + target.call_timeout * 2
     protocol_version, server_info = "", {}
     try:
-        with anyio.fail_after(budget):
+        with talking_to(target.name), anyio.fail_after(budget):
             authorization = await target.authorization()
             async with (
                 target.http_client(transport, authorization) as http,
@@ -136,7 +137,9 @@ async def discover(target: UpstreamTarget) -> Discovery:
         return Discovery(error=describe_failure(exc, target, transport.refusal_status))
     entries = [entry for page in transport.pages for entry in page]
     tools, read_diagnostics = read_tools(entries, target.name)
-    return Discovery(tuple(tools), (*read_diagnostics, *diagnostics), None, protocol_version, server_info)
+    return Discovery(
+        tuple(tools), (*read_diagnostics, *transport.notes, *diagnostics), None, protocol_version, server_info
+    )
 
 
 def describe_failure(exc: BaseException, target: UpstreamTarget, status: int | None = None) -> str:

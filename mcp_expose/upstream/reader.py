@@ -22,7 +22,7 @@ from mcp_expose.core.conf import get_settings
 from mcp_expose.core.errors import DeclarationError
 from mcp_expose.declare.json_schemas import freeze, inline_refs, thaw
 from mcp_expose.declare.names import MAX_NAME_LENGTH, upstream_wire_name
-from mcp_expose.upstream.bounded_json import depth_of
+from mcp_expose.upstream.bounded_json import TOO_LARGE_KEY, depth_of
 
 # An upstream tool's own name: no "." (ours separates the server from the tool), nothing a client escapes.
 # Segments of letters, digits, '_' and '-', joined by single dots: served as {server}.{name}, whose first segment
@@ -134,6 +134,9 @@ def read_tool(entry: Any, server: str) -> ToolDefinition:
     """One entry, or `Refused` naming the field that broke a rule."""
     if not isinstance(entry, dict):
         raise Refused("tool", "the entry is not an object")
+    if TOO_LARGE_KEY in entry:
+        size, limit = entry[TOO_LARGE_KEY], get_settings().UPSTREAM_MAX_ENTRY_BYTES
+        raise Refused("tool", f"the entry is {size} bytes; at most {limit} are read (UPSTREAM_MAX_ENTRY_BYTES)")
     name = _name(entry.get("name"), server)
     title = entry.get("title")
     if title is None and isinstance(entry.get("annotations"), dict):
@@ -355,13 +358,21 @@ def _annotations(value: Any) -> Mapping[str, Any]:
 
 
 def _shown_name(entry: Any, index: int) -> str:
-    """How a refused entry is named in its diagnostic: its name when that shows plainly, else its position."""
+    """How a refused entry is named in its diagnostic: its name when it is plain ASCII, else its position and the
+    name escaped (a Cyrillic 'е' shown as itself would read as the Latin one it imitates)."""
     name = entry.get("name") if isinstance(entry, dict) else None
-    if isinstance(name, str) and name.isprintable() and 0 < len(name) <= MAX_NAME_LENGTH:
+    if isinstance(name, str) and name.isascii() and name.isprintable() and 0 < len(name) <= MAX_NAME_LENGTH:
         return name
+    if isinstance(name, str) and name:
+        escaped = ascii(name[:MAX_NAME_LENGTH])[1:-1]
+        return f"#{index + 1} ({escaped}{'…' if len(name) > MAX_NAME_LENGTH else ''})"
     return f"#{index + 1}"
 
 
 def _code_point(character: str) -> str:
-    plain = character.isprintable() and not character.isspace() and character not in "'\""
-    return repr(character) if plain else f"U+{ord(character):04X}"
+    """A character as a diagnostic names it: plain ASCII quoted, anything else by code point and Unicode name,
+    so a look-alike letter never shows as the letter it imitates."""
+    if character.isascii() and character.isprintable() and not character.isspace() and character not in "'\"":
+        return repr(character)
+    name = unicodedata.name(character, "")
+    return f"U+{ord(character):04X} {name}" if name else f"U+{ord(character):04X}"

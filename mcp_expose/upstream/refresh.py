@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_expose.core.db import tidies_connections
 from mcp_expose.models import UpstreamServer
 from mcp_expose.upstream.discovery import MODES, Discovery, UpstreamTarget, describe_failure, discover
+from mcp_expose.upstream.quiet_sdk import talking_to
 from mcp_expose.upstream.sealing import SecretUnavailable
 from mcp_expose.upstream.snapshots import record_discovery
 from mcp_expose.upstream.transport import BoundedTransport
@@ -130,23 +131,31 @@ async def _listen_to(server: UpstreamServer, scope: anyio.CancelScope) -> None:
 
     with scope:
         while True:
+            connected = anyio.Event()
             try:
                 target = UpstreamTarget.from_row(server)
-                heard = await listen_once(target, announced)
+                await listen_once(target, announced, connected)
             except Exception as exc:  # noqa: BLE001  (whatever the upstream does, listening goes on later)
                 logger.info("Upstream %s: not listening (%s)", server.name, describe_failure(exc, _placeholder(server)))
-                heard = False
-            delay = LISTEN_RETRY[0] if heard else min(delay * 2, LISTEN_RETRY[1])
+            delay = next_delay(delay, connected.is_set())
             await anyio.sleep(delay)
+
+
+def next_delay(delay: float, connected: bool) -> float:
+    """The wait before listening again: the shortest after a connection that was made (however it ended: a
+    2025-11-25 session's stream ends only in an error), doubling up to the longest after one that was not."""
+    return LISTEN_RETRY[0] if connected else min(delay * 2, LISTEN_RETRY[1])
 
 
 def _placeholder(server: UpstreamServer) -> UpstreamTarget:
     return UpstreamTarget(server.pk, server.name, server.url)
 
 
-async def listen_once(target: UpstreamTarget, changed: Any) -> bool:
+async def listen_once(target: UpstreamTarget, changed: Any, connected: anyio.Event | None = None) -> None:
     """One listening connection: a `subscriptions/listen` stream on 2026-07-28, the standing event stream of a
-    session on 2025-11-25. Calls `changed()` for each tools change; True if the connection was made."""
+    session on 2025-11-25. Calls `changed()` for each tools change, and sets `connected` once the connection is
+    made (a 2025-11-25 session's stream never ends but in an error, so the caller cannot tell by the return)."""
+    connected = connected if connected is not None else anyio.Event()
     transport = BoundedTransport(target.name, max_bytes=LISTEN_STREAM_BYTES)
     # No read timeout: the stream is quiet until something changes.
     timeout = httpx2.Timeout(None, connect=target.connect_timeout)
@@ -157,19 +166,21 @@ async def listen_once(target: UpstreamTarget, changed: Any) -> bool:
             wake.set()
 
     headers = {**target.headers, **await target.authorization()}
-    async with httpx2.AsyncClient(
-        transport=transport, headers=headers, timeout=timeout, follow_redirects=False
-    ) as http:
-        mode = MODES.get(target.protocol, "auto")
-        async with Client(
-            streamable_http_client(target.url, http_client=http), mode=mode, message_handler=on_message
-        ) as client:
+    mode = MODES.get(target.protocol, "auto")
+    with talking_to(target.name):
+        async with (
+            httpx2.AsyncClient(transport=transport, headers=headers, timeout=timeout, follow_redirects=False) as http,
+            Client(
+                streamable_http_client(target.url, http_client=http), mode=mode, message_handler=on_message
+            ) as client,
+        ):
             if client.protocol_version == "2025-11-25" or mode == "legacy":
+                connected.set()
                 while True:  # notifications arrive on the session's standing stream
                     await wake.wait()
                     wake = anyio.Event()
                     await changed()
             async with client.listen(tools_list_changed=True) as subscription:
+                connected.set()
                 async for _event in subscription:
                     await changed()
-    return True

@@ -4,7 +4,9 @@ Each request is checked by the SSRF guard as it leaves (the host is resolved aga
 behind the deployment is refused) and sent to the address that was checked, so nothing can resolve it again
 in between. Answers are read as sent (no compression: a small compressed answer can unpack to gigabytes), and
 no answer to a POST may be longer than the limit. A `tools/list` page is read by the bounded reader before the
-SDK's models see it: they see only the entries that passed, so one hostile entry never fails the page.
+SDK's models see it: they see only the entries that passed, so one hostile entry never fails the page. Its
+entries are parsed one by one, each within `UPSTREAM_MAX_ENTRY_BYTES`; a page longer than
+`UPSTREAM_MAX_LISTING_BYTES` is read up to that point, and the entries complete before it are kept.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import httpx2
 from mcp_expose.core.chain import INSTANCE_HEADER, instance_mark
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.ssrf_guard import AddressRefused, connectable_address
-from mcp_expose.upstream.bounded_json import UnreadableJSON, loads_bounded
-from mcp_expose.upstream.reader import ToolDefinition, read_tools
+from mcp_expose.upstream.bounded_json import UnreadableJSON, loads_listing
+from mcp_expose.upstream.reader import Diagnostic, ToolDefinition, read_tools
 
 # A page's JSON may nest this deep before a value is cut out (a schema's own limit is checked per tool).
 PAGE_DEPTH = 64
@@ -40,6 +42,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         self.max_bytes = max_bytes
         self.inner = inner if inner is not None else httpx2.AsyncHTTPTransport(trust_env=False)
         self.pages: list[list[Any]] = []
+        self.notes: list[Diagnostic] = []  # what was left unread of the pages (a page cut at the listing limit)
         self.refusal_status: int | None = None  # the last error status an upstream answered, for the diagnostic
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -64,10 +67,11 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         if request.method != "POST":
             return response  # the standing event stream: the SDK bounds each of its events
         if listing_id is not None and response.status_code == 200:
-            body = await _read_bounded(response, self.max_bytes, request)
+            limit = get_settings().UPSTREAM_MAX_LISTING_BYTES
+            body, cut = await _read_up_to(response, limit)
             content_type = response.headers.get("content-type", "")
             # Read in a worker thread: bounded and linear, but seconds for the largest page.
-            content = await anyio.to_thread.run_sync(self._read_listing, body, content_type, listing_id, request)
+            content = await anyio.to_thread.run_sync(self._read_listing, body, content_type, listing_id, request, cut)
             headers = [(name, value) for name, value in response.headers.items() if name.lower() != "content-length"]
             return httpx2.Response(response.status_code, headers=headers, content=content, request=request)
         response.stream = _Bounded(response.stream, self.max_bytes, request)
@@ -76,18 +80,39 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
     async def aclose(self) -> None:
         await self.inner.aclose()
 
-    def _read_listing(self, body: bytes, content_type: str, request_id: Any, request: httpx2.Request) -> bytes:
+    def _read_listing(
+        self, body: bytes, content_type: str, request_id: Any, request: httpx2.Request, cut: bool
+    ) -> bytes:
         """The page as the SDK will read it: the answer to our request with only the entries that passed, and
-        any other message of an event stream as it was parsed here (bounded), never as it was sent."""
+        any other message of an event stream as it was parsed here (bounded), never as it was sent. `cut`: the
+        body is the first `UPSTREAM_MAX_LISTING_BYTES` of a longer answer."""
         if content_type.split(";", 1)[0].strip().lower() == "text/event-stream":
-            return _rewrite_events(body, lambda data: self._rewrite_message(data, request_id, request, alone=False))
-        return self._rewrite_message(body, request_id, request, alone=True)
+            return _rewrite_events(
+                body, lambda data, last: self._rewrite_message(data, request_id, request, alone=False, cut=cut and last)
+            )
+        return self._rewrite_message(body, request_id, request, alone=True, cut=cut)
 
-    def _rewrite_message(self, data: bytes, request_id: Any, request: httpx2.Request, *, alone: bool) -> bytes:
+    def _rewrite_message(
+        self, data: bytes, request_id: Any, request: httpx2.Request, *, alone: bool, cut: bool = False
+    ) -> bytes:
+        conf = get_settings()
         try:
-            message = loads_bounded(data, max_depth=PAGE_DEPTH, max_bytes=self.max_bytes)
+            message, read, cut = loads_listing(
+                data, max_depth=PAGE_DEPTH, max_entry_bytes=conf.UPSTREAM_MAX_ENTRY_BYTES, cut=cut
+            )
         except UnreadableJSON as exc:
+            if cut:
+                exc = UnreadableJSON(f"the answer is over {conf.UPSTREAM_MAX_LISTING_BYTES} bytes, and {exc}")
             raise UpstreamRefused(f"its tools/list answer cannot be read: {exc}", request=request) from None
+        if cut:
+            self.notes.append(
+                Diagnostic(
+                    None,
+                    "tools",
+                    f"a tools/list answer is over {conf.UPSTREAM_MAX_LISTING_BYTES} bytes (UPSTREAM_MAX_LISTING_BYTES): "
+                    f"the {read} entries before that point were read, the rest and any later page were not",
+                )
+            )
         if not isinstance(message, dict):
             raise UpstreamRefused("its tools/list answer is not a JSON-RPC message", request=request)
         is_answer = "result" in message or "error" in message
@@ -110,7 +135,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         definitions, _ = read_tools(entries[:room], self.server)
         cursor = result.get("nextCursor")
         page: dict[str, Any] = {"tools": [wire_tool(definition) for definition in definitions]}
-        if isinstance(cursor, str) and 0 < len(cursor) <= 1024:
+        if isinstance(cursor, str) and 0 < len(cursor) <= 1024 and not cut:
             page["nextCursor"] = cursor
         page["_meta"] = _plain_meta(result.get("_meta"))
         # What the 2026-07-28 models require of every result: an upstream that leaves them out gets no caching.
@@ -181,30 +206,32 @@ def _listing_request_id(request: httpx2.Request) -> Any:
     return None
 
 
-async def _read_bounded(response: httpx2.Response, limit: int, request: httpx2.Request) -> bytes:
+async def _read_up_to(response: httpx2.Response, limit: int) -> tuple[bytes, bool]:
+    """The first `limit` bytes of the body, and whether there was more (then the rest is not read: the
+    connection is closed)."""
     chunks: list[bytes] = []
     size = 0
     async for chunk in response.aiter_raw():
+        chunks.append(chunk)
         size += len(chunk)
         if size > limit:
             await response.aclose()
-            raise UpstreamRefused(f"its answer is over {limit} bytes", request=request)
-        chunks.append(chunk)
+            return b"".join(chunks)[:limit], True
     await response.aclose()
-    return b"".join(chunks)
+    return b"".join(chunks), False
 
 
 def _rewrite_events(body: bytes, rewrite: Any) -> bytes:
-    """An event stream with each event's data passed through `rewrite` (its other fields kept)."""
+    """An event stream with each event's data passed through `rewrite(data, last)` (its other fields kept);
+    `last` is true for the stream's last event."""
     out: list[bytes] = []
-    for event in body.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n\n"):
-        if not event.strip():
-            continue
+    events = [event for event in body.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n\n") if event.strip()]
+    for number, event in enumerate(events, 1):
         lines = event.split(b"\n")
         data = b"\n".join(line[5:].removeprefix(b" ") for line in lines if line.startswith(b"data:"))
         kept = [line for line in lines if not line.startswith(b"data:")]
         if data:
-            kept.extend(b"data: " + line for line in rewrite(data).split(b"\n"))
+            kept.extend(b"data: " + line for line in rewrite(data, number == len(events)).split(b"\n"))
         out.append(b"\n".join(kept))
     return b"\n\n".join(out) + b"\n\n"
 

@@ -1,7 +1,8 @@
 """A hostile upstream: raw ASGI that speaks just enough 2026-07-28 to be asked `tools/list`, then misbehaves.
 
 `uvicorn tests.upstreams.hostile_server:app`. The path chooses the misbehaviour: /mcp/<case>, see CASES.
-It answers pinned 2026-07-28 clients (which send no `server/discover` first).
+It answers pinned 2026-07-28 clients (which send no `server/discover` first), and 2025-11-25 clients with a
+sessionless `initialize`. A path /mcp/sse-<case> answers <case>'s listing as an event stream.
 """
 
 from __future__ import annotations
@@ -58,6 +59,20 @@ CALL_TOOLS = [
     ),
 ]
 LISTINGS["calls"] = CALL_TOOLS
+# Ten good tools around one whose schema alone is 5 MB: only that one is refused.
+LISTINGS["big-entry"] = [tool(f"good{number}") for number in range(5)] + [
+    tool(
+        "vast", inputSchema={"type": "object", "properties": {"p": {"type": "string", "description": "x" * 5_000_000}}}
+    ),
+    *(tool(f"good{number}") for number in range(5, 10)),
+]
+# 200 tools of about 1 KiB each: a listing limit below 200 KiB cuts it.
+LISTINGS["many"] = [tool(f"t{number:03}", description="m" * 1000) for number in range(200)]
+LEGACY_INITIALIZE = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {"tools": {}},
+    "serverInfo": {"name": "hostile", "version": "1.0.0"},
+}
 
 
 def _result(request_id: Any, result: dict[str, Any]) -> bytes:
@@ -159,8 +174,19 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
     if scope["path"] == "/big-card":
         await _send(send, 200, b'{"name": "' + b"x" * (300 * 1024) + b'"}')
         return
+    if scope["method"] != "POST":
+        await _send(send, 405, b"", b"text/plain")  # no standing stream
+        return
     case = scope["path"].removeprefix("/mcp/")
     request = json.loads(await _body(receive) or b"{}")
+    if "id" not in request:
+        await _send(send, 202, b"", b"text/plain")  # a notification: accepted
+        return
+    if request.get("method") == "initialize":
+        await _send(
+            send, 200, json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": LEGACY_INITIALIZE}).encode()
+        )
+        return
     if case == "calls" and request.get("method") == "tools/call":
         await _call(scope, receive, send, request)
         return
@@ -197,8 +223,9 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
         # The answer carries its id as a string: not the answer to our request, so never read as one.
         wrong = '{"jsonrpc":"2.0","id":' + json.dumps(str(request["id"])) + ',"result":'
         await _send(send, 200, (wrong + _page("listing", None) + "}").encode())
-    elif case == "sse":
-        event = b"event: message\ndata: " + (head + _page("listing", None) + "}").encode() + b"\n\n"
+    elif case == "sse" or case.startswith("sse-"):
+        listing = "listing" if case == "sse" else case.removeprefix("sse-")
+        event = b"event: message\ndata: " + (head + _page(listing, None) + "}").encode() + b"\n\n"
         await _send(send, 200, event, b"text/event-stream")
     else:
         cursor = (request.get("params") or {}).get("cursor")
