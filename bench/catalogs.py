@@ -3,10 +3,10 @@
 Run as `python -m bench.catalogs PROFILE` with DJANGO_SETTINGS_MODULE=bench.settings and DEMO_DATA_DIR
 set, before our server starts. Saving the rows moves the catalog revision, exactly like the admin.
 
-Profiles (tool wire names):
-- two:   library.echo and library.get_book, nothing else (tools/list with 2 tools);
-- many:  bench.tool_000 … bench.tool_199, nothing else (tools/list with 200 tools);
-- calls: the demo's tools as it ships them, plus bench.read_book (every tools/call workload);
+Profiles (tool wire names, as served in the portable style):
+- two:   library_echo and library_get_book, nothing else (tools/list with 2 tools);
+- many:  bench_tool_000 … bench_tool_199, nothing else (tools/list with 200 tools);
+- calls: the demo's tools as it ships them, plus bench_read_book (every tools/call workload);
 - none:  no local tool (the gateway's listing workload lists only upstream tools).
 
 `python -m bench.catalogs gateway URL` then registers the bare server at URL as the upstream "benchup",
@@ -38,6 +38,8 @@ def apply(profile: str) -> list[str]:
     from django.db import transaction
 
     from bench.toolspec import GATEWAY
+    from mcp_expose.core.conf import get_settings
+    from mcp_expose.declare.names import served_name
     from mcp_expose.declare.registry import TOOL_KINDS, registry
     from mcp_expose.models import ExposedTool, UpstreamServer
 
@@ -50,12 +52,13 @@ def apply(profile: str) -> list[str]:
             if capability.kind not in TOOL_KINDS:
                 continue
             row = rows[capability.key]
-            on = wanted(profile, capability.name, capability.enabled_by_default)
+            name = served_name(capability.name, get_settings().WIRE_NAMES)
+            on = wanted(profile, name, capability.enabled_by_default)
             if row.enabled != on:
                 row.enabled = on
                 row.save(update_fields=["enabled"])
             if on:
-                enabled.append(capability.name)
+                enabled.append(name)
     return enabled
 
 

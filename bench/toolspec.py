@@ -9,20 +9,27 @@ from __future__ import annotations
 from typing import Any
 
 MANY_TOOLS = 200
-ECHO_TOOL = "library.echo"
-BOOK_TOOL = "library.get_book"
-READ_TOOL = "bench.read_book"
-VIEW_TOOL = "library.books.retrieve"
+# The names our server serves (the portable style, its default): the bare server lists the same.
+ECHO_TOOL = "library_echo"
+BOOK_TOOL = "library_get_book"
+READ_TOOL = "bench_read_book"
+VIEW_TOOL = "library_books_retrieve"
 # The upstream name our server gives the bare server in the gateway workloads: its tools are served as
-# f"{GATEWAY}.{name}" (`bench.catalogs gateway`).
+# `gateway_name(name)` (`bench.catalogs gateway`).
 GATEWAY = "benchup"
+
+
+def gateway_name(name: str) -> str:
+    """How our gateway serves the bare server's tool `name` (the portable style's `{server}__{tool}`)."""
+    return f"{GATEWAY}__{name}"
+
 
 # The columns `bench.read_book` reads, in order: one row of library_book, no join.
 BOOK_COLUMNS = ("id", "title", "isbn", "genre", "published", "copies")
 
 
 def many_tool_name(index: int) -> str:
-    return f"bench.tool_{index:03d}"
+    return f"bench_tool_{index:03d}"
 
 
 def many_tool_description(index: int) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .toolspec import BOOK_TOOL, ECHO_TOOL, GATEWAY, MANY_TOOLS, READ_TOOL, VIEW_TOOL, many_tool_name
+from .toolspec import BOOK_TOOL, ECHO_TOOL, MANY_TOOLS, READ_TOOL, VIEW_TOOL, gateway_name, many_tool_name
 
 BOOK_IDS = range(1, 9)  # the demo seeds eight books
 ECHO_TEXT = "hello bench"
@@ -29,7 +29,7 @@ class Workload:
     ok_marker: str  # must be in every response body (checked by wrk_mcp.lua)
     check: Callable[[dict[str, Any], dict[str, Any]], str | None]  # (result, arguments) -> problem
     oauth: bool = False
-    # Ours serves the bare server's tools as an upstream (`bench.catalogs gateway`), as f"{GATEWAY}.{name}":
+    # Ours serves the bare server's tools as an upstream (`bench.catalogs gateway`), as `gateway_name(name)`:
     # the bare server, called directly, is the baseline. `listed`: the names a listing must hold.
     gateway: bool = False
     listed: tuple[str, ...] = ()
@@ -43,9 +43,9 @@ class Workload:
         if not self.gateway:
             return self
         if self.method == "tools/list":
-            names = [f"{GATEWAY}.{name}" for name in self.listed]
+            names = [gateway_name(name) for name in self.listed]
             return replace(self, ok_marker=f'"{names[-1]}"', check=_listing(names))
-        return replace(self, tool=f"{GATEWAY}.{self.tool}")
+        return replace(self, tool=gateway_name(self.tool))
 
     def params(self) -> list[dict[str, Any]]:
         if self.method == "tools/list":
@@ -199,7 +199,7 @@ def comparable(workload: Workload, result: dict[str, Any]) -> Any:
         keys = ("name", "description", "inputSchema", "outputSchema") + (() if workload.gateway else ("annotations",))
         tools = [{key: tool.get(key) for key in keys} for tool in result.get("tools", [])]
         for tool in tools:
-            tool["name"] = str(tool["name"]).removeprefix(f"{GATEWAY}.")
+            tool["name"] = str(tool["name"]).removeprefix(gateway_name(""))
         return sorted(tools, key=str)
     content = dict(result.get("structuredContent") or {})
     content.pop("caller", None)  # who the server thinks called: ours knows the user, bare has no users

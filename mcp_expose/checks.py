@@ -309,6 +309,7 @@ def _upstream_setting_messages(conf: Any) -> list[checks.CheckMessage]:
     interval a number of seconds, and the server card one that can be served."""
     from mcp_expose.core.ssrf_guard import network_problem
     from mcp_expose.operator.server_card import card_problem
+    from mcp_expose.upstream.tls import bundle_problem
 
     found: list[tuple[str, str, str]] = []  # (message, hint, id)
     networks = conf.UPSTREAM_ALLOWED_NETWORKS
@@ -335,6 +336,14 @@ def _upstream_setting_messages(conf: Any) -> list[checks.CheckMessage]:
             (
                 f"MCP_EXPOSE['UPSTREAM_DISCOVERY_INTERVAL'] is {interval!r}.",
                 "Use a number of seconds, or 0 to discover only on request.",
+                "mcp_expose.E016",
+            )
+        )
+    if (problem := bundle_problem(conf.UPSTREAM_CA_BUNDLE)) is not None:
+        found.append(
+            (
+                f"MCP_EXPOSE['UPSTREAM_CA_BUNDLE'] is {conf.UPSTREAM_CA_BUNDLE!r}: {problem}.",
+                "Name a PEM file of certificate authorities readable by every worker, or None for the system's.",
                 "mcp_expose.E016",
             )
         )

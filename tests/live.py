@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx2
 
@@ -222,10 +224,15 @@ class LiveServer:
     process: subprocess.Popen[bytes]
     port: int
     log_path: Path
+    # How it is addressed, when not as plain HTTP on 127.0.0.1 (a TLS server by the name its certificate is for),
+    # and what verifies its certificate.
+    scheme: str = "http"
+    host: str = "127.0.0.1"
+    verify: ssl.SSLContext | bool = True
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     @property
     def mcp_url(self) -> str:
@@ -280,7 +287,7 @@ def _wait_until_serving(server: LiveServer, timeout: float = HANG_GUARD_SECONDS)
             raise failure(f"The server exited with {server.process.returncode}:\n{log}")
         try:
             if listens(server.process.pid, server.port):
-                if httpx2.get(server.base_url + "/", timeout=1.0).status_code == 200:
+                if httpx2.get(server.base_url + "/", timeout=1.0, verify=server.verify).status_code == 200:
                     return
         except httpx2.HTTPError:
             pass
@@ -325,21 +332,29 @@ PORT_ATTEMPTS = 5
 
 
 def launch(
-    data_dir: Path, command: Callable[[int], list[str]], env: dict[str, str], *, port: int | None = None
+    data_dir: Path,
+    command: Callable[[int], list[str]],
+    env: dict[str, str],
+    *,
+    port: int | None = None,
+    **addressing: Any,
 ) -> LiveServer:
     """Run `python <command(port)>` and wait until it serves on that port: a free port, chosen again when another
-    process took it first (two xdist workers may be handed the same free port); or `port`, exactly."""
+    process took it first (two xdist workers may be handed the same free port); or `port`, exactly. `addressing`:
+    the `LiveServer` fields that say how it is reached, when not as plain HTTP on 127.0.0.1."""
     for attempt in range(1 if port is not None else PORT_ATTEMPTS):
         chosen = port if port is not None else free_port()
         try:
-            return _launch(data_dir, chosen, command(chosen), env)
+            return _launch(data_dir, chosen, command(chosen), env, addressing)
         except PortTaken:
             if port is not None or attempt == PORT_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
 
 
-def _launch(data_dir: Path, port: int, command: list[str], env: dict[str, str]) -> LiveServer:
+def _launch(
+    data_dir: Path, port: int, command: list[str], env: dict[str, str], addressing: dict[str, Any]
+) -> LiveServer:
     log_path = data_dir / f"server-{port}-{time.monotonic_ns()}.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
@@ -350,7 +365,7 @@ def _launch(data_dir: Path, port: int, command: list[str], env: dict[str, str]) 
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    server = LiveServer(process, port, log_path)
+    server = LiveServer(process, port, log_path, **addressing)
     try:
         _wait_until_serving(server)
     except BaseException:

@@ -1,18 +1,28 @@
-"""Upstream servers in the admin, through Django's test client with CSRF enforced, against a real upstream."""
+"""Upstream servers in the admin, through Django's test client with CSRF enforced, against a real upstream process.
+
+*Discover now* runs as a Django task: on Django's ImmediateBackend it runs in the request; on the tests' database
+queue it waits for `db_worker`, run here in this process until the queue is empty (`--batch`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import Permission, User
+from django.core.management import call_command
 from django.test import Client, override_settings
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 
 from mcp_expose.models import UpstreamServer, UpstreamTool
+from mcp_expose.upstream.queued_discovery import discover_upstream, running_bound
 from mcp_expose.upstream.sealing import unseal
-from tests.live import LiveServer
+from tests.live import LiveServer, free_port
 from tests.test_admin import csrf_token
 from tests.upstream_servers import run_upstream
 
@@ -21,6 +31,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 SERVERS = "/admin/mcp_expose/upstreamserver/"
 TOOLS = "/admin/mcp_expose/upstreamtool/"
 FROM_CARD = SERVERS + "from-card/"
+# Django's own backend that runs a task as it is enqueued, wherever the Tasks framework comes from.
+IMMEDIATE = ("django.tasks" if find_spec("django.tasks") else "django_tasks") + ".backends.immediate.ImmediateBackend"
 
 
 @pytest.fixture
@@ -40,6 +52,13 @@ def logged_in(user: User) -> Client:
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)
     return client
+
+
+@pytest.fixture
+def immediate() -> Iterator[None]:
+    """Discoveries run as they are queued, in the request: the framework's default backend."""
+    with override_settings(TASKS={"default": {"BACKEND": IMMEDIATE}}):
+        yield
 
 
 @pytest.fixture
@@ -146,16 +165,38 @@ def test_moving_the_url_to_another_origin_asks_for_the_headers_again_and_withdra
     assert same.status_code == 302 and UpstreamTool.objects.get().status == "approved"
 
 
+def discover_now(client: Client, *servers: UpstreamServer) -> str:
+    """Run the action on `servers`; the list it leads back to."""
+    token = csrf_token(client, SERVERS)
+    data = {"action": "discover_now", "_selected_action": [server.pk for server in servers]}
+    answer = client.post(SERVERS, {**data, "csrfmiddlewaretoken": token}, follow=True)
+    assert answer.status_code == 200
+    return answer.content.decode()
+
+
+def status(client: Client, server: UpstreamServer) -> dict[str, object]:
+    answer = client.get(f"{SERVERS}{server.pk}/discovery/")
+    assert answer.status_code == 200 and "no-store" in answer["Cache-Control"]
+    return answer.json()
+
+
+def run_queued_tasks() -> None:
+    """The database queue's worker, in this process, until the queue is empty."""
+    call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", verbosity=0)
+
+
+@pytest.mark.usefixtures("immediate")
 def test_discover_approve_and_see_a_change_as_a_diff(boss: Client, bare: LiveServer) -> None:
     register(boss, bare.mcp_url)
     server = UpstreamServer.objects.get()
-    token = csrf_token(boss, SERVERS)
     refused = Client().post(SERVERS, {"action": "discover_now", "_selected_action": [server.pk]})
     assert refused.status_code == 302 and not UpstreamTool.objects.exists()  # not logged in: to the login page
-    done = boss.post(
-        SERVERS, {"action": "discover_now", "_selected_action": [server.pk], "csrfmiddlewaretoken": token}, follow=True
-    )
-    assert "Bare: 3 tools read (3 new, 0 changed, 0 withdrawn), 0 refused." in done.content.decode()
+    # The immediate backend ran it as it was queued: the message says what it read, and so does the page.
+    done = discover_now(boss, server)
+    assert "Bare: 3 tools read (3 new, 0 changed, 0 withdrawn), 0 refused." in done
+    change = boss.get(f"{SERVERS}{server.pk}/change/").content.decode()
+    assert "done: 3 tools read (3 new, 0 changed, 0 withdrawn), 0 refused." in change
+    assert 'data-active="false"' in change
     tool = UpstreamTool.objects.get(name="echo")
     page = boss.get(f"{TOOLS}{tool.pk}/change/").content.decode()
     assert "Approve the proposed definition shown above" in page and "Say the text back." in page
@@ -337,3 +378,139 @@ def test_a_card_address_that_is_no_url_is_refused_saying_so(boss: Client) -> Non
     page = boss.post(FROM_CARD, {"card_url": "http://[::1", "csrfmiddlewaretoken": token})
     assert page.status_code == 200
     assert "address cannot be fetched (InvalidURL)." in page.content.decode()
+
+
+def test_discover_now_is_queued_and_a_worker_runs_it_while_the_pages_show_how_it_stands(
+    boss: Client, bare: LiveServer
+) -> None:
+    register(boss, bare.mcp_url)
+    server = UpstreamServer.objects.get()
+    listing = discover_now(boss, server)
+    assert "Bare: discovery queued; its state shows in the “queued discovery” column." in listing
+    assert not UpstreamTool.objects.exists()  # nothing ran in the request
+    server.refresh_from_db()
+    assert server.discovery_state == "queued" and server.discovered_at is None
+    # Both pages show it queued, with the script that asks again (a static file, no inline script).
+    for page in (listing, boss.get(f"{SERVERS}{server.pk}/change/").content.decode()):
+        assert 'data-state="queued" data-active="true"' in page and " ago</span>" in page
+        assert "mcp_expose/discovery-status.js" in page and "<script>" not in page
+    queued = status(boss, server)
+    assert queued["state"] == "queued" and queued["active"] is True and str(queued["label"]).startswith("queued ")
+
+    # A second click while it waits queues nothing, and says so.
+    again = discover_now(boss, server)
+    assert "Bare: A discovery is already queued" in again and "another is not queued." in again
+    assert DBTaskResult.objects.count() == 1
+
+    run_queued_tasks()
+    server.refresh_from_db()
+    assert server.discovery_state == "done" and server.discovered_at is not None
+    assert UpstreamTool.objects.filter(server=server).count() == 3
+    done = "done: 3 tools read (3 new, 0 changed, 0 withdrawn), 0 refused."
+    assert status(boss, server) == {"state": "done", "active": False, "label": done}
+    change = boss.get(f"{SERVERS}{server.pk}/change/").content.decode()
+    assert done in change and 'data-active="false"' in change
+    # Done, it may be queued again; the run it replaced, delivered twice, does nothing.
+    first_run = server.discovery_task_id
+    discover_now(boss, server)
+    server.refresh_from_db()
+    assert server.discovery_state == "queued" and server.discovery_task_id != first_run
+    discover_upstream.call(server.pk, first_run)
+    server.refresh_from_db()
+    assert server.discovery_state == "queued"
+
+
+def test_a_discovery_that_stopped_running_reads_failed_and_may_be_queued_again(boss: Client, bare: LiveServer) -> None:
+    register(boss, bare.mcp_url)
+    server = UpstreamServer.objects.get()
+    UpstreamServer.objects.filter(pk=server.pk).update(
+        discovery_state="running", discovery_task_id="a" * 32, discovery_started_at=timezone.now()
+    )
+    refused = discover_now(boss, server)
+    assert "Bare: A discovery is already running (started" in refused and "another is not queued." in refused
+    assert status(boss, server)["active"] is True
+    assert not DBTaskResult.objects.exists()
+
+    # Its worker stopped: past its bound it reads failed, and a click queues it again.
+    started = timezone.now() - timedelta(seconds=running_bound(server) + 1)
+    UpstreamServer.objects.filter(pk=server.pk).update(discovery_started_at=started)
+    stopped = "failed: the discovery did not finish (its worker may have stopped)"
+    assert status(boss, server) == {"state": "failed", "active": False, "label": stopped}
+    assert stopped in boss.get(f"{SERVERS}{server.pk}/change/").content.decode()
+    assert "Bare: discovery queued" in discover_now(boss, server)
+    server.refresh_from_db()
+    assert server.discovery_state == "queued" and server.discovery_task_id != "a" * 32
+    assert DBTaskResult.objects.count() == 1
+
+    # Queued, and no worker took it within TASK_QUEUE_TIMEOUT (600 s by default): failed too, and queued again.
+    UpstreamServer.objects.filter(pk=server.pk).update(discovery_queued_at=timezone.now() - timedelta(seconds=601))
+    label = str(status(boss, server)["label"])
+    assert (
+        label == "failed: no worker took the discovery within 10 min (does a worker serve the Tasks backend 'default'?)"
+    )
+    assert "Bare: discovery queued" in discover_now(boss, server)
+    run_queued_tasks()  # the replaced run finds another run on the row and does nothing; the new one reads
+    server.refresh_from_db()
+    assert server.discovery_state == "done" and UpstreamTool.objects.count() == 3
+
+
+def test_the_status_endpoint_needs_a_login_and_the_view_permission(boss: Client, bare: LiveServer) -> None:
+    register(boss, bare.mcp_url)
+    server = UpstreamServer.objects.get()
+    url = f"{SERVERS}{server.pk}/discovery/"
+    anonymous = Client().get(url)
+    assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
+    staff = User.objects.create_user("staff", password="pw", is_staff=True)
+    assert logged_in(staff).get(url).status_code == 403
+    viewer = User.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_upstreamserver"))
+    assert status(logged_in(viewer), server) == {"state": "", "active": False, "label": ""}
+    assert logged_in(viewer).get(f"{SERVERS}{server.pk + 1}/discovery/").status_code == 404
+
+
+def test_queueing_a_discovery_needs_the_discover_permission(boss: Client, bare: LiveServer) -> None:
+    register(boss, bare.mcp_url)
+    server = UpstreamServer.objects.get()
+    editor = User.objects.create_user("editor", password="pw", is_staff=True)
+    editor.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_upstreamserver", "change_upstreamserver"])
+    )
+    client = logged_in(editor)
+    assert "Discover now" not in client.get(SERVERS).content.decode()
+    assert "discovery queued" not in discover_now(client, server)  # no action to run: the list, as it was
+    server.refresh_from_db()
+    assert server.discovery_state == "" and not DBTaskResult.objects.exists()
+    editor.user_permissions.add(Permission.objects.get(codename="discover_upstreamserver"))
+    assert "Bare: discovery queued" in discover_now(logged_in(editor), server)
+
+
+def test_a_backend_that_cannot_take_the_discovery_is_said_and_nothing_breaks(boss: Client, bare: LiveServer) -> None:
+    register(boss, bare.mcp_url)
+    server = UpstreamServer.objects.get()
+    with override_settings(MCP_EXPOSE={"UPSTREAM_ALLOW_LOOPBACK": True, "TASK_BACKEND": "elsewhere"}):
+        page = discover_now(boss, server)
+    assert "Bare: The discovery cannot be queued: the Tasks backend &#x27;elsewhere&#x27; is not configured" in page
+    server.refresh_from_db()
+    assert server.discovery_state == ""
+    dummy = ("django.tasks" if find_spec("django.tasks") else "django_tasks") + ".backends.dummy.DummyBackend"
+    with override_settings(TASKS={"default": {"BACKEND": dummy}}):
+        page = discover_now(boss, server)
+    assert "is Django&#x27;s DummyBackend, which never runs anything." in page
+    # The backend refuses the task itself (its queue is not one it serves): the row says so, and may be queued again.
+    database = {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["elsewhere"]}
+    with override_settings(TASKS={"default": database}):
+        page = discover_now(boss, server)
+    assert "Bare: The discovery could not be queued on the Tasks backend &#x27;default&#x27;: InvalidTask" in page
+    assert str(status(boss, server)["label"]).startswith("failed: The discovery could not be queued")
+    assert "Bare: discovery queued" in discover_now(boss, server)
+
+
+@pytest.mark.usefixtures("immediate")
+def test_a_discovery_that_reaches_nothing_reads_failed(boss: Client) -> None:
+    register(boss, f"http://127.0.0.1:{free_port()}/mcp")
+    server = UpstreamServer.objects.get()
+    page = discover_now(boss, server)
+    server.refresh_from_db()
+    assert server.discovery_state == "failed" and server.discovery_error
+    assert f"Bare: {server.discovery_error}" in page.replace("&#x27;", "'")
+    assert status(boss, server)["label"] == f"failed: {server.discovery_error}"

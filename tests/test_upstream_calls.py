@@ -18,7 +18,7 @@ from mcp_expose.core.context import InvocationContext
 from mcp_expose.core.errors import ToolError, UpstreamError, UpstreamUnavailable
 from mcp_expose.core.principal import Principal
 from mcp_expose.upstream.breaker import CircuitBreaker
-from mcp_expose.upstream.calling import UpstreamCall, UpstreamTimeout, breaker, call_upstream
+from mcp_expose.upstream.calling import UpstreamCall, UpstreamTimeout, breaker, call_upstream, close_connections
 from mcp_expose.upstream.discovery import UpstreamTarget
 from mcp_expose.upstream.pool import pool
 from mcp_expose.upstream.results import OutputCheck
@@ -93,7 +93,7 @@ def call(
         try:
             return await call_upstream(planned, arguments or {}, ctx or context())
         finally:
-            await pool.aclose()
+            await close_connections()
 
     return anyio.run(run)
 
@@ -229,7 +229,8 @@ def test_closing_the_pools_survives_each_failure(bare: LiveServer, caplog: pytes
 
     async def run() -> int:
         for target in targets:
-            pool.client(target, {})
+            async with pool.leased(target):
+                pass
         transport = pool.of_this_loop()[12].transport
 
         async def fail() -> None:
@@ -239,7 +240,7 @@ def test_closing_the_pools_survives_each_failure(bare: LiveServer, caplog: pytes
         return await pool.aclose()
 
     assert anyio.run(run) == 2
-    assert "Closing the connections to upstream 12 failed: Broken" in caplog.text
+    assert "Closing the connections to upstream s12 failed: Broken" in caplog.text
     assert not pool._pools  # the loop's pools are gone with it
 
 
@@ -270,7 +271,7 @@ def test_cancelling_our_call_cancels_the_upstream_request(talkative: LiveServer,
         with anyio.fail_after(10):
             while not marker.exists():
                 await anyio.sleep(0.05)
-        await pool.aclose()
+        await close_connections()
 
     anyio.run(run)
     assert marker.read_text() == "cancelled"

@@ -1,6 +1,6 @@
 """The bench tools, declared through the public API like any project's tools.
 
-`bench.tool_000` … `bench.tool_199` are trivial (the tools/list workload only lists them);
+`bench.tool_000` … `bench.tool_199` (served as `bench_tool_000` …) are trivial (the tools/list workload only lists them);
 `bench.read_book` reads exactly one row through the ORM (the one-row read workload).
 All start disabled: `bench.catalogs` enables the set a workload needs, as an admin would.
 """

@@ -16,13 +16,15 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
+from mcp_expose.admin.upstream_discovery import DiscoverNowAdmin
 from mcp_expose.admin.upstream_forms import UpstreamServerForm, origin_of
 from mcp_expose.models import UpstreamServer, UpstreamTool
 from mcp_expose.operator.upstream_review import approved_label, definition_diff
-from mcp_expose.upstream.snapshots import NothingToApprove, approve, rediscover
+from mcp_expose.upstream.snapshots import NothingToApprove, approve
 
 # What the server's page shows of its last discovery and its calls: read-only, in this order.
 LAST_DISCOVERY: list[Any] = [
+    "discovery_status",
     "discovered_at",
     "protocol_version",
     "server_info",
@@ -33,9 +35,19 @@ LAST_DISCOVERY: list[Any] = [
 
 
 @admin.register(UpstreamServer)
-class UpstreamServerAdmin(admin.ModelAdmin):
+class UpstreamServerAdmin(DiscoverNowAdmin):
     form = UpstreamServerForm
-    list_display = ["name", "url", "enabled", "protocol", "discovered_at", "health", "breaker", "tool_counts"]
+    list_display = [
+        "name",
+        "url",
+        "enabled",
+        "protocol",
+        "discovered_at",
+        "discovery_status",
+        "health",
+        "breaker",
+        "tool_counts",
+    ]
     list_filter = ["enabled", "protocol", "authentication"]
     search_fields = ["name", "url"]
     actions = ["discover_now"]
@@ -151,32 +163,6 @@ class UpstreamServerAdmin(admin.ModelAdmin):
                 ((entry.get("tool") or "—", entry.get("field"), entry.get("problem")) for entry in entries),
             ),
         )
-
-    def has_discover_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("mcp_expose.discover_upstreamserver")
-
-    @admin.action(description=_("Discover now"), permissions=["discover"])
-    def discover_now(self, request: HttpRequest, queryset: QuerySet[UpstreamServer]) -> None:
-        for server in queryset:
-            discovery, counts = rediscover(server)
-            self.log_change(request, server, [{"changed": {"fields": ["discovered_at"]}}])
-            if discovery.reached:
-                self.message_user(
-                    request,
-                    _(
-                        "%(server)s: %(tools)d tools read (%(new)d new, %(changed)d changed, %(withdrawn)d withdrawn), "
-                        "%(refused)d refused."
-                    )
-                    % {
-                        "server": server.name,
-                        "tools": len(discovery.tools),
-                        "refused": len(discovery.diagnostics),
-                        **counts,
-                    },
-                    messages.SUCCESS if not discovery.diagnostics else messages.WARNING,
-                )
-            else:
-                self.message_user(request, f"{server.name}: {discovery.error}", messages.ERROR)
 
 
 @admin.register(UpstreamTool)

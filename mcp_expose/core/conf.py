@@ -170,6 +170,9 @@ DEFAULTS: dict[str, Any] = {
     # Networks (CIDR, e.g. "10.20.0.0/16") or single addresses an upstream may resolve to although they are not
     # public: private, shared or link-local ones. Cloud metadata addresses stay refused whatever is listed.
     "UPSTREAM_ALLOWED_NETWORKS": [],
+    # A PEM file of certificate authorities trusted for upstreams' HTTPS besides the system's (a private CA);
+    # None: the system's alone. Host names are always checked.
+    "UPSTREAM_CA_BUNDLE": None,
     # The bounded reader's limits on what an upstream lists: tools per server, characters of a title and of a
     # description, bytes and nesting levels of an input or output schema. An entry past one is refused alone.
     "UPSTREAM_MAX_TOOLS": 500,

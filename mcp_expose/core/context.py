@@ -62,6 +62,11 @@ class InvocationContext:
     def user(self) -> Any:
         return self.principal.user
 
+    @property
+    def wants_progress(self) -> bool:
+        """Whether the client asked to hear how the call goes (a call onwards then asks for progress too)."""
+        return self.report_progress_callback is not no_progress
+
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Tell the client how far the call has got (sent only when the client asked for progress)."""
         await self.report_progress_callback(progress, total, message)

@@ -48,6 +48,12 @@ class UpstreamServer(models.Model):
         HEADERS = "headers", _("Static headers")
         CLIENT_CREDENTIALS = "client_credentials", _("OAuth 2.1 client credentials")
 
+    class DiscoveryState(models.TextChoices):
+        QUEUED = "queued", _("queued")
+        RUNNING = "running", _("running")
+        DONE = "done", _("done")
+        FAILED = "failed", _("failed")
+
     name = models.CharField(
         _("name"),
         max_length=32,
@@ -98,6 +104,16 @@ class UpstreamServer(models.Model):
     diagnostics = models.JSONField(_("diagnostics"), default=list, blank=True, editable=False)
     protocol_version = models.CharField(_("protocol version"), max_length=16, blank=True, default="", editable=False)
     server_info = models.JSONField(_("server info"), default=dict, blank=True, editable=False)
+    # The last *Discover now*, run as a Django task (`upstream.queued_discovery`): its state (blank: never asked
+    # for), the id of its run (ours: the one the task is given), when it was queued and started, and what it
+    # found ({"tools", "refused", "new", "changed", "withdrawn", "unchanged"}, or {"error"}).
+    discovery_state = models.CharField(
+        _("discovery state"), max_length=8, choices=DiscoveryState.choices, blank=True, default="", editable=False
+    )
+    discovery_task_id = models.CharField(_("discovery run"), max_length=32, blank=True, default="", editable=False)
+    discovery_queued_at = models.DateTimeField(_("discovery queued at"), null=True, blank=True, editable=False)
+    discovery_started_at = models.DateTimeField(_("discovery started at"), null=True, blank=True, editable=False)
+    discovery_outcome = models.JSONField(_("discovery outcome"), default=dict, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

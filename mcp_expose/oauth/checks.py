@@ -103,5 +103,3 @@ def check_tool_scopes_are_grantable(app_configs: Any = None, **kwargs: Any) -> l
         )
         for scope, names in sorted(needed.items())
     ]
-
-

@@ -29,6 +29,7 @@ from mcp_expose.catalog.compiled import Catalog
 from mcp_expose.core.asking import ClientInput
 from mcp_expose.core.chain import read_chain
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.context import no_progress
 from mcp_expose.core.endpoints import Endpoint, default_endpoint
 from mcp_expose.core.errors import InvalidInput, UnknownTool
 from mcp_expose.core.principal import Principal
@@ -125,7 +126,7 @@ def build_server(
         return CallRequest(
             protocol_version=ctx.protocol_version,
             headers=headers,
-            report_progress=ctx.session.report_progress,
+            report_progress=ctx.session.report_progress if _asks_progress(params) else no_progress,
             send_log=log_sender(ctx, sessions),
             close_stream=ctx.close_sse_stream,
             chain=read_chain(headers),
@@ -323,3 +324,9 @@ listing_tally = ListingTally()
 
 async def count_listing() -> None:
     await listing_tally.count()  # never raises: what cannot be written now is kept for the next flush
+
+
+def _asks_progress(params: types.RequestParams) -> bool:
+    """Whether the request carries a progress token: only then is there anyone to report progress to."""
+    meta = params.meta or {}
+    return meta.get("progress_token", meta.get("progressToken")) is not None

@@ -13,6 +13,6 @@ async def watch_upstreams(interval: float, listen: bool) -> None:
 
 async def close_upstream_connections() -> None:
     """At shutdown, the pooled connections to upstream servers (each closed alone; failures only logged)."""
-    from mcp_expose.upstream.pool import pool
+    from mcp_expose.upstream.calling import close_connections
 
-    await pool.aclose()
+    await close_connections()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,8 @@ from mcp_expose.core.errors import ToolError, UpstreamError, UpstreamUnavailable
 from mcp_expose.upstream.breaker import CircuitBreaker
 from mcp_expose.upstream.client_credentials import TokenUnavailable, tokens
 from mcp_expose.upstream.discovery import UpstreamTarget, describe_failure
+from mcp_expose.upstream.fast_call import Redirected, exchange, is_plain, request_for
+from mcp_expose.upstream.legacy_sessions import sessions
 from mcp_expose.upstream.pool import pool
 from mcp_expose.upstream.quiet_sdk import talking_to
 from mcp_expose.upstream.results import OutputCheck, error_text, read_result
@@ -58,6 +61,8 @@ class UpstreamCall:
     output: OutputCheck | None = None
     # The era the last discovery agreed on ("" for none yet): the call adopts it without asking again.
     protocol_version: str = ""
+    # Whether the approved input schema routes an argument to a header (then the SDK's client builds the call).
+    header_arguments: bool = False
 
     @property
     def mode(self) -> str:
@@ -117,6 +122,8 @@ async def call_upstream(call: UpstreamCall, arguments: dict[str, Any], context: 
         guard.released(target.pk)  # cancelled (or our own fault): says nothing of the upstream
         raise
     guard.succeeded(target.pk)
+    if call.output is None:
+        return read_result(result, target.name, None)  # bounded blocks, no schema: quick enough for the loop
     # Checking the answer runs the approved output schema's patterns: off the event loop.
     return await anyio.to_thread.run_sync(read_result, result, target.name, call.output, abandon_on_cancel=True)
 
@@ -165,31 +172,106 @@ def _unavailable(target: UpstreamTarget, cause: str) -> UpstreamUnavailable:
 async def _send_once(
     call: UpstreamCall, arguments: dict[str, Any], headers: dict[str, str], context: InvocationContext
 ) -> types.CallToolResult:
+    if is_plain(call.mode, call.header_arguments, context.wants_progress):
+        try:
+            return await _send_fast(call, arguments, headers)
+        except Redirected:
+            pass  # nothing was acted on: the SDK's client follows a same-origin redirect, and refuses the rest
+    return await _send_through_sdk(call, arguments, headers, context)
+
+
+async def _send_fast(call: UpstreamCall, arguments: dict[str, Any], headers: dict[str, str]) -> types.CallToolResult:
+    """The call as `fast_call` makes it, failing exactly as `_send_through_sdk` fails."""
     target = call.target
     try:
-        http, shared = pool.client(target, headers)
-    except Exception as exc:  # noqa: BLE001  (a header the HTTP client cannot send, say)
-        raise _Failed(_unavailable(target, describe_failure(exc, target))) from None
+        request = request_for(target.url, call.tool, arguments, {**target.headers, **headers})
+        with talking_to(target.name), anyio.fail_after(target.connect_timeout + target.call_timeout):
+            async with pool.leased(target) as transport:
+                answer = await exchange(transport, request, connect=target.connect_timeout, read=target.call_timeout)
+    except Redirected:
+        raise
+    except TimeoutError:
+        raise _Failed(UpstreamTimeout(target.name, target.call_timeout)) from None
+    except Exception as exc:  # noqa: BLE001  (whatever the upstream does ends here, as a tool error)
+        raise _classified(exc, call, None) from None
+    if answer.status == 401:
+        raise _Refused401
+    if answer.error is not None:
+        raise _classified(answer.error, call, answer.status) from None
+    assert answer.result is not None  # an answer is a result or an error
+    return answer.result
+
+
+async def _send_through_sdk(
+    call: UpstreamCall, arguments: dict[str, Any], headers: dict[str, str], context: InvocationContext
+) -> types.CallToolResult:
+    target = call.target
 
     async def forward_progress(progress: float, total: float | None, message: str | None) -> None:
         await context.report_progress(progress, total, message[:500] if message else None)
 
+    async def send(client: Client) -> types.CallToolResult:
+        request = types.CallToolRequest(params=types.CallToolRequestParams(name=call.tool, arguments=arguments))
+        return await client.session.send_request(
+            request,
+            types.CallToolResult,
+            request_read_timeout_seconds=target.call_timeout,
+            progress_callback=forward_progress if context.wants_progress else None,
+        )
+
+    if call.mode == "legacy":
+        return await _send_in_session(call, headers, send)
+    async with pool.leased(target) as transport:
+        try:
+            http, shared = pool.http_client(target, transport, headers)
+        except Exception as exc:  # noqa: BLE001  (a header the HTTP client cannot send, say)
+            raise _Failed(_unavailable(target, describe_failure(exc, target))) from None
+        return await _send_with(call, http, shared, send)
+
+
+async def _send_with(
+    call: UpstreamCall, http: httpx2.AsyncClient, shared: Any, send: Callable[[Client], Awaitable[types.CallToolResult]]
+) -> types.CallToolResult:
+    """A call over a client of its own (a session opened and closed around it, as the era under "auto" is not yet
+    known), failing as every call fails."""
+    target = call.target
     try:
         with talking_to(target.name), anyio.fail_after(target.connect_timeout + target.call_timeout):
             async with Client(streamable_http_client(target.url, http_client=http), mode=call.mode) as client:
-                request = types.CallToolRequest(params=types.CallToolRequestParams(name=call.tool, arguments=arguments))
-                return await client.session.send_request(
-                    request,
-                    types.CallToolResult,
-                    request_read_timeout_seconds=target.call_timeout,
-                    progress_callback=forward_progress,
-                )
+                return await send(client)
     except TimeoutError:
         raise _Failed(UpstreamTimeout(target.name, target.call_timeout)) from None
     except Exception as exc:  # noqa: BLE001  (whatever the upstream does ends here, as a tool error)
         if shared.error_status == 401:
             raise _Refused401 from None
         raise _classified(exc, call, shared.error_status) from None
+
+
+async def _send_in_session(
+    call: UpstreamCall, headers: dict[str, str], send: Callable[[Client], Awaitable[types.CallToolResult]]
+) -> types.CallToolResult:
+    """A 2025-11-25 call over the upstream's pooled session (`legacy_sessions`), failing as a call of its own."""
+    target = call.target
+    try:
+        with talking_to(target.name), anyio.fail_after(target.connect_timeout + target.call_timeout):
+            result, failure, status = await sessions.call(target, headers, send)
+    except TimeoutError:
+        raise _Failed(UpstreamTimeout(target.name, target.call_timeout)) from None
+    if failure is None:
+        assert result is not None  # a call ends in a result or a failure
+        return result
+    if status == 401:
+        raise _Refused401
+    if isinstance(failure, TimeoutError):
+        raise _Failed(UpstreamTimeout(target.name, target.call_timeout))
+    raise _classified(failure, call, status)
+
+
+async def close_connections() -> None:
+    """Everything this event loop holds open to upstreams: the 2025-11-25 sessions first (each ends with its
+    DELETE, over its pool), then the pools."""
+    await sessions.aclose()
+    await pool.aclose()
 
 
 def _classified(exc: BaseException, call: UpstreamCall, status: int | None) -> Exception:

@@ -21,6 +21,7 @@ from mcp_expose.declare.schema import SchemaSignature
 from mcp_expose.models import UpstreamServer, UpstreamTool
 from mcp_expose.upstream.calling import UpstreamCall, call_upstream
 from mcp_expose.upstream.discovery import UpstreamTarget
+from mcp_expose.upstream.fast_call import names_header_arguments
 from mcp_expose.upstream.reader import ToolDefinition, metaschema_problem
 from mcp_expose.upstream.results import OutputCheck
 from mcp_expose.upstream.sealing import SecretUnavailable
@@ -125,6 +126,7 @@ def capability_for(server: UpstreamServer, tool: UpstreamTool, target: UpstreamT
         tool=tool.name,
         output=OutputCheck(output) if output is not None else None,
         protocol_version=server.protocol_version,
+        header_arguments=names_header_arguments(thaw(definition.input_schema)),
     )
     return Capability(
         key=tool.key,

@@ -147,7 +147,12 @@ def describe_failure(exc: BaseException, target: UpstreamTarget, status: int | N
     its type and message, never a traceback."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout):
+    if isinstance(exc, httpx2.ConnectError) and "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        text = (
+            f"The upstream's TLS certificate was refused ({_tls_reason(exc)}). If a private authority signed it, "
+            "name that authority's PEM file in UPSTREAM_CA_BUNDLE."
+        )
+    elif isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout):
         # The socket's own words ("Connection refused"): nothing of the request is in them.
         text = f"The upstream cannot be reached ({type(exc).__name__}: {exc})."
     elif isinstance(exc, httpx2.RemoteProtocolError | httpx2.ReadError):
@@ -167,6 +172,12 @@ def describe_failure(exc: BaseException, target: UpstreamTarget, status: int | N
         text = f"The upstream could not be used ({type(exc).__name__})."
     text = " ".join(text.split())
     return text if len(text) <= MAX_ERROR_LENGTH else text[: MAX_ERROR_LENGTH - 1] + "…"
+
+
+def _tls_reason(exc: BaseException) -> str:
+    """OpenSSL's reason, after "certificate verify failed: " (the name mismatch or the unknown issuer)."""
+    reason = str(exc).split("certificate verify failed:", 1)[-1]
+    return reason.split("(_ssl.c", 1)[0].strip(" ()") or "certificate verify failed"
 
 
 def _location(exc: ValidationError) -> str:

@@ -61,6 +61,9 @@ def read_result(result: types.CallToolResult, server: str, output: OutputCheck |
             details={"source": "upstream", "upstream": server},
         )
     structured = result.structured_content
+    if structured is not None and not isinstance(structured, dict):
+        # MCP's structured content is a JSON object; the SDK's model lets any value through.
+        raise _refused(server, f"its structured content is {type(structured).__name__}, not a JSON object")
     if output is not None:
         if structured is None:
             raise _refused(server, "it returned no structured content, which its approved output schema requires")

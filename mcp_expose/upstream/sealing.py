@@ -23,15 +23,15 @@ class SecretUnavailable(Exception):
 
 def _fernet() -> MultiFernet:
     secrets = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
-    keys = [
-        Fernet(
-            base64.urlsafe_b64encode(
-                salted_hmac("mcp_expose.upstream-secret", "key", secret=secret, algorithm="sha256").digest()
-            )
+    return MultiFernet([_key(secret) for secret in secrets])
+
+
+def _key(secret: str) -> Fernet:
+    return Fernet(
+        base64.urlsafe_b64encode(
+            salted_hmac("mcp_expose.upstream-secret", "key", secret=secret, algorithm="sha256").digest()
         )
-        for secret in secrets
-    ]
-    return MultiFernet(keys)
+    )
 
 
 def seal(value: str) -> str:
@@ -52,8 +52,14 @@ def unseal(stored: str, what: str) -> str:
         ) from None
 
 
-def reseal(stored: str) -> str:
-    """`stored` sealed under the current SECRET_KEY (after a rotation, before the old key leaves the fallbacks)."""
-    if not stored.startswith(SEALED_PREFIX):
-        return stored
-    return SEALED_PREFIX + _fernet().rotate(stored[len(SEALED_PREFIX) :].encode("ascii")).decode("ascii")
+def reseal(stored: str, what: str = "the secret") -> str:
+    """`stored` sealed under the current SECRET_KEY (after a rotation, before the old key leaves the fallbacks):
+    the same secret, so nothing that depends on it changes. As it is when the current key opens it already, so
+    running it again changes nothing. Raises `SecretUnavailable` as `unseal` does."""
+    unseal(stored, what)
+    token = stored[len(SEALED_PREFIX) :].encode("ascii")
+    try:
+        _key(settings.SECRET_KEY).decrypt(token)
+    except InvalidToken:
+        return SEALED_PREFIX + _fernet().rotate(token).decode("ascii")
+    return stored

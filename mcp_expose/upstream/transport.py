@@ -24,6 +24,7 @@ from mcp_expose.core.conf import get_settings
 from mcp_expose.core.ssrf_guard import AddressRefused, connectable_address
 from mcp_expose.upstream.bounded_json import UnreadableJSON, loads_listing
 from mcp_expose.upstream.reader import Diagnostic, ToolDefinition, read_tools
+from mcp_expose.upstream.tls import upstream_tls
 
 # A page's JSON may nest this deep before a value is cut out (a schema's own limit is checked per tool).
 PAGE_DEPTH = 64
@@ -40,16 +41,19 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
     def __init__(self, server: str, *, max_bytes: int, inner: httpx2.AsyncBaseTransport | None = None) -> None:
         self.server = server
         self.max_bytes = max_bytes
-        self.inner = inner if inner is not None else httpx2.AsyncHTTPTransport(trust_env=False)
+        self.inner = inner if inner is not None else httpx2.AsyncHTTPTransport(trust_env=False, verify=upstream_tls())
         self.pages: list[list[Any]] = []
         self.notes: list[Diagnostic] = []  # what was left unread of the pages (a page cut at the listing limit)
         self.refusal_status: int | None = None  # the last error status an upstream answered, for the diagnostic
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
-            host, _port, addresses = await anyio.to_thread.run_sync(
-                connectable_address, str(request.url), abandon_on_cancel=True
-            )
+            if _is_address(request.url.host):  # nothing to look up: checked here, without a thread
+                host, _port, addresses = connectable_address(str(request.url))
+            else:
+                host, _port, addresses = await anyio.to_thread.run_sync(
+                    connectable_address, str(request.url), abandon_on_cancel=True
+                )
         except AddressRefused as exc:
             raise UpstreamRefused(str(exc), request=request) from None
         request.headers["accept-encoding"] = "identity"
@@ -193,10 +197,20 @@ def _pinned(
     )
 
 
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def _listing_request_id(request: httpx2.Request) -> Any:
     """The JSON-RPC id of a `tools/list` request, or None for any other."""
     if request.method != "POST":
         return None
+    if request.headers.get("mcp-method", "tools/list") != "tools/list":
+        return None  # a 2026-07-28 request names its method: a call's body need not be parsed
     try:
         message = json.loads(request.content)
     except (ValueError, httpx2.RequestNotRead):

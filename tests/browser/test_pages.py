@@ -17,7 +17,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from ..live import ROOT, LiveServer, jsonrpc_body, modern_headers
+from ..live import ROOT, LiveServer, jsonrpc_body, modern_headers, run_worker
 from ..oauth_client import REDIRECT_URI, authorize_params, exchange_code, pkce_pair, register_client
 from ..upstream_servers import run_upstream
 
@@ -270,7 +270,9 @@ def test_see_the_catalog_as_a_reader_would(tab: Tab, server: LiveServer) -> None
     tab.picture("catalog-overview", "#content")
 
 
-def test_review_an_upstream_tool_whose_definition_changed(tab: Tab, server: LiveServer, tmp_path: Path) -> None:
+def test_review_an_upstream_tool_whose_definition_changed(
+    tab: Tab, server: LiveServer, data: Path, tmp_path: Path
+) -> None:
     description = tmp_path / "notes-description.txt"
     description.write_text("Notes on a topic.")
     with run_upstream(tmp_path, "bare_server", UPSTREAM_DESCRIPTION_FILE=str(description)) as upstream:
@@ -287,7 +289,13 @@ def test_review_an_upstream_tool_whose_definition_changed(tab: Tab, server: Live
             tab.page.select_option("select[name=action]", "discover_now")
             tab.page.click("button[name=index]")
             tab.page.wait_for_selector(".messagelist")
-            return tab.page.inner_text(".messagelist")
+            # *Discover now* is queued, and waits for a worker; the list's script asks how it stands until it ended.
+            assert "discovery queued" in tab.page.inner_text(".messagelist")
+            assert tab.page.inner_text(".mcp-discovery").startswith("queued ")
+            with run_worker(data):
+                status = tab.page.wait_for_selector(".mcp-discovery[data-active=false]")
+            assert status is not None
+            return status.inner_text()
 
         assert "3 tools read (3 new, 0 changed, 0 withdrawn)" in discover()
         tab.page.goto(server.base_url + "/admin/mcp_expose/upstreamtool/?q=notes")

@@ -4,6 +4,7 @@ UPSTREAM_DESCRIPTION_FILE names a file whose text is the `notes` tool's descript
 test can change a definition between two discoveries; while the file UPSTREAM_HIDE_FILE exists, `add` is not
 listed. UPSTREAM_STATELESS=0 serves 2025-11-25 with sessions. `POST /rewrite-notes` writes its body to the
 description file and announces the change to `subscriptions/listen` streams, as an upstream that changed would.
+`GET /seen` says how the request reached it: its Host header, its scheme, and the address it arrived at.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.subscriptions import ToolsListChanged
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 
 bus = InMemorySubscriptionBus()
 server = MCPServer("bare-upstream", log_level="WARNING", subscriptions=bus)
@@ -89,6 +90,11 @@ _mcp = server.streamable_http_app(stateless_http=os.environ.get("UPSTREAM_STATEL
 async def app(scope: Any, receive: Any, send: Any) -> None:
     if scope["type"] == "http" and scope["path"] == "/":
         await PlainTextResponse("bare upstream")(scope, receive, send)
+        return
+    if scope["type"] == "http" and scope["path"] == "/seen":
+        host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+        seen = {"host": host, "scheme": scope["scheme"], "server": list(scope["server"])}
+        await JSONResponse(seen)(scope, receive, send)
         return
     if scope["type"] == "http" and scope["path"] == "/rewrite-notes":
         Path(os.environ["UPSTREAM_DESCRIPTION_FILE"]).write_bytes(await Request(scope, receive).body())

@@ -11,6 +11,8 @@ import gzip
 import json
 from typing import Any
 
+from tests.upstreams import read_body
+
 
 def tool(name: Any, **fields: Any) -> dict[str, Any]:
     return {"name": name, "description": f"The {name} tool.", "inputSchema": {"type": "object"}, **fields}
@@ -58,6 +60,27 @@ CALL_TOOLS = [
         outputSchema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
     ),
 ]
+# Answers whose reading the fast path and the SDK's client must agree on (tests/test_upstream_fast_call.py).
+CALL_TOOLS += [
+    tool(name)
+    for name in (
+        "sse_answer",
+        "sse_no_answer",
+        "sse_bad_event",
+        "other_id",
+        "input_required",
+        "unauthorized",
+        "json_error_404",
+        "redirect_same",
+        "redirect_away",
+        "html",
+        "accepted",
+        "negative_ttl",
+        "not_jsonrpc",
+        "structured_list",
+        "empty",
+    )
+]
 LISTINGS["calls"] = CALL_TOOLS
 # Ten good tools around one whose schema alone is 5 MB: only that one is refused.
 LISTINGS["big-entry"] = [tool(f"good{number}") for number in range(5)] + [
@@ -68,6 +91,9 @@ LISTINGS["big-entry"] = [tool(f"good{number}") for number in range(5)] + [
 ]
 # 200 tools of about 1 KiB each: a listing limit below 200 KiB cuts it.
 LISTINGS["many"] = [tool(f"t{number:03}", description="m" * 1000) for number in range(200)]
+# 2025-11-25 sessions: each initialize opens "s-N"; POST /forget makes every session opened so far unknown (404),
+# as a restart would; GET /stats says how many were opened.
+SESSIONS = {"opened": 0, "forgotten": 0}
 LEGACY_INITIALIZE = {
     "protocolVersion": "2025-11-25",
     "capabilities": {"tools": {}},
@@ -110,6 +136,8 @@ async def _call(scope: Any, receive: Any, send: Any, request: dict[str, Any]) ->
         await _send(send, 200, _result(request_id, {"content": [{"type": "hologram", "data": "?"}]}))
     elif name == "bad_output":
         await _send(send, 200, _result(request_id, {"content": [], "structuredContent": {"n": "seven"}}))
+    elif name in ODD_ANSWERS:
+        await ODD_ANSWERS[name](scope, receive, send, request_id)
     elif name == "good_output":
         await _send(
             send, 200, _result(request_id, {"content": [{"type": "text", "text": "{}"}], "structuredContent": {"n": 7}})
@@ -119,6 +147,71 @@ async def _call(scope: Any, receive: Any, send: Any, request: dict[str, Any]) ->
         await _send(send, 200, json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode())
 
 
+async def _events(send: Any, *events: bytes) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+    for event in events:
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _event(message: dict[str, Any], kind: bytes = b"message") -> bytes:
+    return b"event: " + kind + b"\ndata: " + json.dumps(message).encode() + b"\n\n"
+
+
+def _text(request_id: Any, text: str, **extra: Any) -> bytes:
+    return _result(request_id, {"content": [{"type": "text", "text": text}], **extra})
+
+
+ODD_ANSWERS: dict[str, Any] = {
+    "sse_answer": lambda scope, receive, send, request_id: _events(
+        send,
+        _event({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "hi"}}),
+        _event({"jsonrpc": "2.0", "id": 99, "result": {"resultType": "complete", "content": []}}, b"other"),
+        b"event: message\ndata:\n\n",
+        _event(json.loads(_text(request_id, "after the notes"))),
+    ),
+    "sse_no_answer": lambda scope, receive, send, request_id: _events(
+        send, _event({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}})
+    ),
+    "sse_bad_event": lambda scope, receive, send, request_id: _events(send, b"event: message\ndata: {nope\n\n"),
+    "other_id": lambda scope, receive, send, request_id: _send(send, 200, _text(f"x{request_id}", "not yours")),
+    "input_required": lambda scope, receive, send, request_id: _send(
+        send,
+        200,
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "result": {
+                    "resultType": "input_required",
+                    "inputRequests": {"q": {"method": "elicitation/create", "params": {"message": "?"}}},
+                },
+            }
+        ).encode(),
+    ),
+    "unauthorized": lambda scope, receive, send, request_id: _send(send, 401, b"{}", www_authenticate=b"Bearer"),
+    "json_error_404": lambda scope, receive, send, request_id: _send(
+        send, 404, json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no"}}).encode()
+    ),
+    "redirect_same": lambda scope, receive, send, request_id: (
+        _send(send, 200, _text(request_id, "redirected"))
+        if scope["path"].endswith("/")
+        else _send(send, 307, b"", b"text/plain", location=b"/mcp/calls/")
+    ),
+    "redirect_away": lambda scope, receive, send, request_id: _send(
+        send, 302, b"", b"text/plain", location=b"http://elsewhere.invalid/mcp"
+    ),
+    "html": lambda scope, receive, send, request_id: _send(send, 200, b"<html>hello</html>", b"text/html"),
+    "accepted": lambda scope, receive, send, request_id: _send(send, 202, b"", b"text/plain"),
+    "negative_ttl": lambda scope, receive, send, request_id: _send(send, 200, _text(request_id, "ttl", ttlMs=-5)),
+    "not_jsonrpc": lambda scope, receive, send, request_id: _send(send, 200, b'{"jsonrpc": "1.0", "id": 1}'),
+    "structured_list": lambda scope, receive, send, request_id: _send(
+        send, 200, _result(request_id, {"content": [], "structuredContent": [1, 2]})
+    ),
+    "empty": lambda scope, receive, send, request_id: _send(send, 200, b""),
+}
+
+
 def _page(case: str, cursor: str | None) -> str:
     if case == "paged":
         if cursor is None:
@@ -126,15 +219,6 @@ def _page(case: str, cursor: str | None) -> str:
         return json.dumps({"tools": [tool("second"), tool("FIRST")]})
     body = json.dumps({"tools": LISTINGS[case]})
     return body.replace('"DEEP"', deep(1000))
-
-
-async def _body(receive: Any) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
 
 
 async def _send(send: Any, status: int, body: bytes, content_type: bytes = b"application/json", **extra: bytes) -> None:
@@ -174,20 +258,31 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
     if scope["path"] == "/big-card":
         await _send(send, 200, b'{"name": "' + b"x" * (300 * 1024) + b'"}')
         return
+    if scope["path"] == "/stats":
+        await _send(send, 200, json.dumps(SESSIONS).encode())
+        return
+    if scope["path"] == "/forget":
+        SESSIONS["forgotten"] = SESSIONS["opened"]
+        await _send(send, 200, b"forgotten", b"text/plain")
+        return
     if scope["method"] != "POST":
         await _send(send, 405, b"", b"text/plain")  # no standing stream
         return
+    session = dict(scope["headers"]).get(b"mcp-session-id", b"").decode()
+    if session.startswith("s-") and int(session[2:]) <= SESSIONS["forgotten"]:
+        await _send(send, 404, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found"}}')
+        return
     case = scope["path"].removeprefix("/mcp/")
-    request = json.loads(await _body(receive) or b"{}")
+    request = json.loads(await read_body(receive) or b"{}")
     if "id" not in request:
         await _send(send, 202, b"", b"text/plain")  # a notification: accepted
         return
     if request.get("method") == "initialize":
-        await _send(
-            send, 200, json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": LEGACY_INITIALIZE}).encode()
-        )
+        SESSIONS["opened"] += 1
+        answer = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": LEGACY_INITIALIZE}).encode()
+        await _send(send, 200, answer, mcp_session_id=f"s-{SESSIONS['opened']}".encode())
         return
-    if case == "calls" and request.get("method") == "tools/call":
+    if case in ("calls", "calls/") and request.get("method") == "tools/call":
         await _call(scope, receive, send, request)
         return
     if request.get("method") != "tools/list":
