@@ -54,6 +54,9 @@ class Server:
     cwd: Path = ROOT
     mcp_path: str = "/mcp"
     lifespan: str = "on"  # "auto" for a plain Django ASGI app, which refuses lifespan events
+    # The core it runs on: the server core, or (an upstream of ours in the gateway workloads) the load core, so
+    # that our server's core and its CPU time are its own.
+    cpu: str = SERVER_CPU
 
     @property
     def url(self) -> str:
@@ -74,7 +77,7 @@ class Server:
         command = [
             "taskset",
             "-c",
-            SERVER_CPU,
+            self.cpu,
             self.python,
             "-m",
             "uvicorn",

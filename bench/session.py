@@ -24,7 +24,7 @@ from typing import Any
 
 from . import proc, protocol
 from .measure import NOISY_PERCENT, Target, ceiling_load, check_answers, measure, warm_up, watched_run
-from .servers import ROOT, Server
+from .servers import LOAD_CPU, ROOT, SERVER_CPU, Server
 from .workloads import Workload, comparable
 
 OURS_APP = "project.asgi:application"
@@ -156,7 +156,7 @@ def _start_pair(
     }
     if workload.bare_catalog == "orm":  # the bare server reads through Django's ORM with our settings
         bare_env.update(django_env(data_dir))
-    bare = Server("bare", BARE_APP, bare_env, data_dir)
+    bare = Server("bare", BARE_APP, bare_env, data_dir, cpu=LOAD_CPU if workload.gateway else SERVER_CPU)
     bare.env["BENCH_RESOURCE"] = bare.url
     stack.callback(bare.stop)
     bare.start()  # the bare server first: a gateway workload registers it before ours starts
