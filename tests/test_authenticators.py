@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -526,3 +527,76 @@ def test_an_authenticator_that_raises_is_a_401_logged_without_its_message(
     assert refused == UNCHECKABLE and refused.status == 401
     assert "BrokenAuthenticator failed authenticating with LookupError" in caplog.text
     assert "s3cret-team-token" not in caplog.text
+
+
+# What tools see of the credential ---------------------------------------------------------------------------
+
+
+def reachable_text(value: Any, depth: int = 3) -> list[str]:
+    """Every text a tool can read off `value` without calling a method: its str and repr, its attributes' and its
+    items' (for a CallerCredential: its fields, its claims, its user's name), `depth` levels down."""
+    from dataclasses import fields, is_dataclass
+
+    texts = [str(value), repr(value)]
+    if depth == 0 or value is None or isinstance(value, str | int | float | bool):
+        return texts
+    children: list[Any] = []
+    if is_dataclass(value) and not isinstance(value, type):
+        children += [getattr(value, spec.name) for spec in fields(value) if spec.name != "user"]
+    if isinstance(value, dict | MappingProxyType):
+        children += [*value.keys(), *value.values()]
+    if isinstance(value, list | tuple | set | frozenset):
+        children += list(value)
+    for name in ("scope", "payload", "token", "key", "refresh_token", "access_token", "application"):
+        if hasattr(type(value), name) or (not is_dataclass(value) and hasattr(value, name)):
+            children.append(getattr(value, name, None))
+    return texts + [text for child in children for text in reachable_text(child, depth - 1)]
+
+
+@pytest.mark.parametrize("way", ["api_key", "oauth", "simplejwt"])
+def test_no_tool_can_reach_a_usable_secret_of_its_caller(ada: User, configure: Any, way: str) -> None:
+    from rest_framework.request import Request
+
+    from mcp_expose.core.caller_credential import CallerCredential, tool_facing
+    from mcp_expose.core.requests import build_http_request
+    from mcp_expose.declare.adapters.http import force_authentication
+
+    configure(AUTHENTICATORS=[*OURS, drf(SIMPLEJWT, scopes=["mcp"], scope_claim="scope")])
+    if way == "api_key":
+        _, secret = ApiKey.create_key(user=ada, name="agent", scopes="library:read")
+    elif way == "oauth":
+        secret = "dot-bearer-secret-0001"
+        app = Application.objects.create(
+            name="app", client_id="client-1", client_type="public", authorization_grant_type="authorization-code"
+        )
+        AccessToken.objects.create(
+            user=ada,
+            application=app,
+            token=secret,
+            scope="mcp library:read",
+            resource=[RESOURCE],
+            expires=timezone.now() + timedelta(hours=1),
+        )
+    else:
+        secret = jwt_for(ada, scope="library:read")
+    principal = authenticate(bearer(secret), resource=RESOURCE)
+    assert isinstance(principal, Principal) and principal.credential is not None
+    seen = tool_facing(principal)  # what InvocationContext.principal holds
+    plain = build_http_request(seen, {}, "GET")  # a Django view's request
+    drf_request = build_http_request(seen, {}, "GET")
+    force_authentication(drf_request, seen)
+    for auth in (seen.credential, plain.auth, Request(drf_request).auth):  # type: ignore[attr-defined]
+        assert isinstance(auth, CallerCredential)
+        assert not any(secret in text for text in reachable_text(auth)), way
+        if way == "simplejwt":
+            signature = secret.rsplit(".", 1)[1]
+            assert not any(signature in text for text in reachable_text(auth))
+    credential = seen.credential
+    # What code asks of a credential still answers: DOT's token interface, and a JWT's claims.
+    assert credential.is_valid(["library:read"]) and not credential.is_valid(["library:write"])
+    assert credential.scope == " ".join(sorted(principal.scopes)) and credential.user == ada
+    if way == "simplejwt":
+        assert credential["scope"] == "library:read" and credential.payload["user_id"] == str(ada.pk)
+    # Opting in hands over the authenticator's own object.
+    configure(AUTHENTICATORS=[*OURS, drf(SIMPLEJWT, scopes=["mcp"], scope_claim="scope")], RAW_CREDENTIAL_TO_TOOLS=True)
+    assert tool_facing(principal).credential is principal.credential

@@ -89,7 +89,7 @@ async def test_a_jwt_calls_with_exactly_the_scopes_its_mapping_grants(
     assert who.structured_content == {
         "user": "ada",
         "credential": "drf",
-        "request_auth": "AccessToken",
+        "request_auth": "CallerCredential",
         "client_id": None,
         "scopes": ["library:read", "mcp"],
     }

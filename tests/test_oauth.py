@@ -522,13 +522,13 @@ def test_tools_see_the_token_as_request_auth(
     assert json.loads(response.json()["result"]["content"][0]["text"]) == {
         "user": "reader",
         "credential": "oauth",
-        "request_auth": "AccessToken",
+        "request_auth": "CallerCredential",
         "client_id": client_id,
         "scopes": ["library:read", "mcp"],
     }
     with_key = call(server, key, "tools/call", {"name": "library.whoami", "arguments": {}})
     assert with_key.json()["result"]["structuredContent"]["credential"] == "api_key"
-    assert with_key.json()["result"]["structuredContent"]["request_auth"] == "ApiKey"
+    assert with_key.json()["result"]["structuredContent"]["request_auth"] == "CallerCredential"
 
 
 def test_code_exchange_without_the_verifier_fails(
@@ -624,7 +624,7 @@ def test_the_demo_script_client_uses_client_credentials(server: LiveServer, data
     assert whoami.json()["result"]["structuredContent"] == {
         "user": "admin",
         "credential": "oauth",
-        "request_auth": "AccessToken",
+        "request_auth": "CallerCredential",
         "client_id": client_id,
         "scopes": ["library:read", "library:write", "mcp"],
     }

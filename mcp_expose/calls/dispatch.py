@@ -36,6 +36,7 @@ from mcp_expose.core.asking import (
     TaskRequired,
     read_state,
 )
+from mcp_expose.core.caller_credential import tool_facing
 from mcp_expose.core.chain import CallChain
 from mcp_expose.core.content import ContentBundle
 from mcp_expose.core.context import (
@@ -129,7 +130,7 @@ StartTask = Callable[["ToolEntry", Principal, Mapping[str, Any], "CallRequest"],
 def invocation_context(entry: ToolEntry, principal: Principal, request: CallRequest) -> InvocationContext:
     return InvocationContext(
         tool_name=entry.name,
-        principal=principal,
+        principal=tool_facing(principal),
         protocol_version=request.protocol_version,
         headers=request.headers,
         report_progress_callback=request.report_progress,

@@ -164,6 +164,10 @@ DEFAULTS: dict[str, Any] = {
     # Answer every MCP request as JSON instead of SSE. Off: SSE lets clients see progress and
     # lets a disconnect cancel a running call.
     "JSON_RESPONSE": False,
+    # What tools and views get as the caller's credential (request.auth, principal.credential): a CallerCredential
+    # holding its kind, scopes, claims and expiry, never the secret. True: the object the authenticator accepted
+    # (a DOT AccessToken, DRF's Token, a simplejwt token: each holds, or makes, a working credential).
+    "RAW_CREDENTIAL_TO_TOOLS": False,
     # Upstream MCP servers. Plain-HTTP loopback upstreams (127.0.0.1, ::1, localhost) are refused unless this is
     # on: for the demo, tests, and a sidecar on the same host.
     "UPSTREAM_ALLOW_LOOPBACK": False,
