@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import mcp_types as types
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
@@ -148,9 +149,40 @@ def test_a_rows_read_only_hint_does_not_put_a_writing_tool_on_a_read_only_endpoi
     whole = compile_catalog(
         [_capability("a.write", read_only=False), _capability("a.read", read_only=True)], hinted, "r1"
     )
-    assert whole.get("a.write").annotations.read_only is True  # the hint clients see is the row's
+    assert whole.get("a.write").annotations.read_only is False  # a row cannot make a writing tool read-only
+    assert whole.get("a.read").annotations.read_only is False  # but can take a read-only hint away
     view = whole.for_endpoint(_endpoint(Toolset(everything=True, read_only=True)))
     assert [entry.key for entry in view.tools] == []  # code says a.write writes; the row took a.read's away
+
+
+def test_a_row_makes_a_declared_tools_hints_more_careful_never_less_and_an_upstream_rows_as_it_likes() -> None:
+    from mcp_expose.catalog.compiled import effective_annotations
+
+    declared = Annotations(read_only=True, destructive=False, idempotent=True, open_world=False)
+    careful = {"read_only": False, "destructive": True, "idempotent": False, "open_world": True}
+    assert effective_annotations(declared, careful) == Annotations(False, True, False, True)
+    unsaid = Annotations()
+    loose = {"read_only": True, "destructive": False, "idempotent": True, "open_world": False}
+    assert effective_annotations(unsaid, loose) == unsaid  # nothing declared reads as careful: kept so
+    assert effective_annotations(Annotations(False, True, False, True), loose) == Annotations(False, True, False, True)
+    assert effective_annotations(unsaid, loose, upstream=True) == Annotations(True, False, True, False)
+
+
+@pytest.mark.django_db
+def test_the_admin_form_refuses_a_hint_that_loosens_what_code_declared_saying_why() -> None:
+    from django.core.exceptions import ValidationError
+
+    from mcp_expose.models import ExposedTool
+
+    row = ExposedTool.objects.get(key="library.borrow_book")  # declared destructive=False, not read-only
+    row.read_only_hint = True
+    row.destructive_hint = True  # more careful than declared: accepted
+    with pytest.raises(ValidationError) as refused:
+        row.full_clean()
+    assert set(refused.value.message_dict) == {"read_only_hint"}
+    assert "a row can only make a hint more careful (false)" in refused.value.message_dict["read_only_hint"][0]
+    row.read_only_hint = None
+    row.full_clean()
 
 
 def test_row_tags_add_to_the_code_tags() -> None:
@@ -234,6 +266,34 @@ async def test_a_token_for_one_endpoint_is_refused_at_the_other(live: LiveServer
         refused = httpx2.post(other, headers={"Authorization": f"Bearer {token}"}, json={})
         assert refused.status_code == 401
         assert 'error="invalid_token"' in refused.headers["www-authenticate"]
+
+
+async def _name_asked(ctx: Any, params: Any) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+
+@pytest.mark.anyio
+async def test_a_request_state_sealed_at_one_endpoint_is_refused_at_the_other(live: LiveServer, key: str) -> None:
+    """The sealed state of a later round is bound to the endpoint's server name: the same caller, tool, arguments
+    and answer are refused at the other endpoint, and still taken where the state was issued."""
+    name = types.ElicitResult(action="accept", content={"name": "Ada"})
+    for mine, other in ((live.mcp_url, _public(live)), (_public(live), live.mcp_url)):
+        async with connect(mine, key, "auto", elicitation_callback=_name_asked) as issuing:
+            asked = await issuing.session.call_tool("toolbox.greet", {}, allow_input_required=True)
+        assert isinstance(asked, types.InputRequiredResult) and asked.request_state
+        async with connect(other, key, "auto", elicitation_callback=_name_asked) as elsewhere:
+            with pytest.raises(MCPError) as refused:
+                await elsewhere.session.call_tool(
+                    "toolbox.greet", {}, input_responses={"who": name}, request_state=asked.request_state
+                )
+        assert refused.value.error.code == types.INVALID_PARAMS
+        assert refused.value.error.data == {"reason": "invalid_request_state"}
+        # Refused for where it was sent, not for what it is: the endpoint that sealed it takes it (once).
+        async with connect(mine, key, "auto", elicitation_callback=_name_asked) as issuing:
+            done = await issuing.session.call_tool(
+                "toolbox.greet", {}, input_responses={"who": name}, request_state=asked.request_state
+            )
+        assert not done.is_error and done.structured_content == {"result": "Hello, Ada!"}
 
 
 @pytest.mark.anyio

@@ -32,6 +32,7 @@ from mcp_expose.declare.registry import (
     CapabilityRegistry,
     ConfirmationChannel,
     TaskSupport,
+    loosens,
 )
 from mcp_expose.declare.registry import registry as default_registry
 from mcp_expose.declare.uri_templates import is_template, match
@@ -245,7 +246,11 @@ def compile_catalog(
             description=(row.description if row is not None else "") or capability.description,
             scopes=capability.scopes | (row.extra_scopes if row is not None else frozenset()),
             permissions=capability.permissions,
-            annotations=_annotations(capability.annotations, row.annotations if row is not None else {}),
+            annotations=effective_annotations(
+                capability.annotations,
+                row.annotations if row is not None else {},
+                upstream=capability.kind == "upstream",
+            ),
             capability=capability,
             allowed_clients=row.allowed_clients if row is not None else frozenset(),
             requires_confirmation=requires_confirmation,
@@ -318,8 +323,16 @@ def _reads_only(entry: ToolEntry) -> bool | None:
     return entry.annotations.read_only and entry.capability.annotations.read_only
 
 
-def _annotations(declared: Annotations, overrides: Mapping[str, bool | None]) -> Annotations:
+def effective_annotations(
+    declared: Annotations, overrides: Mapping[str, bool | None], *, upstream: bool = False
+) -> Annotations:
+    """The hints clients are told. A row may make a declared tool's hints more careful, never less: clients decide
+    by them whether to ask before a call, and a developer who marks a tool destructive can rely on it. An upstream
+    tool's row is the only trusted source of its hints (the upstream's own are dropped), so it sets them as it
+    likes."""
     changes = {name: value for name, value in overrides.items() if value is not None}
+    if not upstream:
+        changes = {name: value for name, value in changes.items() if loosens(declared, name, value) is None}
     return replace(declared, **changes) if changes else declared
 
 

@@ -53,6 +53,20 @@ class Annotations:
         return {key: value for key, value in pairs.items() if value is not None}
 
 
+# Each hint's careful value: what a client assumes when nothing is said (the MCP defaults).
+CAREFUL_HINTS = {"read_only": False, "destructive": True, "idempotent": False, "open_world": True}
+
+
+def loosens(declared: Annotations, hint: str, value: bool) -> str | None:
+    """Why setting `hint` to `value` would make a declared tool's hint less careful, or None."""
+    careful = CAREFUL_HINTS[hint]
+    current = getattr(declared, hint)
+    if value == careful or current == value:
+        return None
+    said = "does not say" if current is None else f"says {str(current).lower()}"
+    return f"the code {said}, and a row can only make a hint more careful ({str(careful).lower()})"
+
+
 @dataclass(frozen=True, slots=True)
 class Capability:
     """One thing the application can do, as declared in code."""

@@ -201,12 +201,37 @@ class ExposedTool(models.Model):
             },
         )
 
+    def _clean_hints(self) -> None:
+        """A hint may make a tool declared in code more careful, never less (see `declare.registry.loosens`); an
+        upstream tool's hints are the row's to set."""
+        from django.core.exceptions import ValidationError
+
+        from mcp_expose.declare.registry import loosens, registry
+
+        capability = registry.get(self.key)
+        if capability is None:
+            return
+        hints = {
+            "read_only_hint": ("read_only", self.read_only_hint),
+            "destructive_hint": ("destructive", self.destructive_hint),
+            "idempotent_hint": ("idempotent", self.idempotent_hint),
+            "open_world_hint": ("open_world", self.open_world_hint),
+        }
+        problems = {
+            field: f"Not this way: {problem}. Leave it blank to keep what the code declares."
+            for field, (hint, value) in hints.items()
+            if value is not None and (problem := loosens(capability.annotations, hint, value)) is not None
+        }
+        if problems:
+            raise ValidationError(problems)
+
     def clean(self) -> None:
         super().clean()
         from mcp_expose.core.conf import get_settings
         from mcp_expose.declare.names import served_name
         from mcp_expose.declare.registry import registry
 
+        self._clean_hints()
         if not self.wire_name:
             return
         style = get_settings().WIRE_NAMES
