@@ -26,7 +26,8 @@ SILENCED_SYSTEM_CHECKS = ["mcp_expose.W001"]
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"loans": "8/min"}}  # noqa: F405
 
 # View patterns the parity tests call over HTTP and through MCP (tests/test_view_parity.py); no models, no tools.
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.parity"]  # noqa: F405
+# DRF's Token, for the tasks of callers accepted by TokenAuthentication (tests/test_task_revocation.py).
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.parity", "rest_framework.authtoken"]  # noqa: F405
 
 # The library's default, not the demo's: tests that reach a loopback upstream turn it on where they mean it.
 # The dotted names that deployments may keep (WIRE_NAMES = "dotted"): every in-process test then shows that

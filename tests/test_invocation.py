@@ -371,16 +371,17 @@ async def test_a_disconnect_cancels_and_unwinds_the_call(server: LiveServer, key
     assert authors_named(data, "abandoned") == 0
 
 
-async def test_large_results_are_truncated_with_a_note(server: LiveServer, key: str) -> None:
+async def test_a_result_over_the_limit_is_refused_naming_the_limit_never_cut(server: LiveServer, key: str) -> None:
     async with connect(server.mcp_url, key, "auto") as client:
         result = await client.call_tool("toolbox.big", {"count": 50})
         small = await client.call_tool("toolbox.big", {"count": 5})
-    content = result.structured_content
-    assert not result.is_error and len(result.content[0].text.encode()) <= 2000
-    assert content["truncated"]["omitted_items"] == 50 - len(content["result"]) > 0
-    assert content["truncated"]["original_bytes"] > 2000 and "too large" in content["truncated"]["note"]
-    assert content["result"][0].startswith("0000")
-    assert "truncated" not in small.structured_content and len(small.structured_content["result"]) == 5
+    assert result.is_error
+    error = result.structured_content["error"]
+    assert error["code"] == "result_too_large" and "incident" not in error
+    assert error["details"]["limit_bytes"] == 2000 < error["details"]["size_bytes"]
+    assert "over this tool's limit of 2000 bytes" in error["message"] and "Ask for less" in error["message"]
+    assert "0000" not in result.content[0].text  # nothing of the result was sent
+    assert not small.is_error and len(small.structured_content["result"]) == 5
 
 
 async def test_progress_reaches_the_client(server: LiveServer, key: str) -> None:

@@ -29,7 +29,6 @@ from mcp_expose.calls.confirmation import (
     continue_confirmed,
 )
 from mcp_expose.calls.ratelimit import hit
-from mcp_expose.calls.results import ResultTooLarge, json_size, truncate
 from mcp_expose.calls.usage import describe_arguments
 from mcp_expose.catalog.compiled import compile_catalog
 from mcp_expose.core.asking import read_state, write_state
@@ -100,16 +99,6 @@ def test_fixed_windows_count_per_tool_and_caller() -> None:
     refused = hit("t", "a", (2, 60), now + 10)
     assert not refused.allowed and refused.retry_after == 60 - (now + 10) % 60
     assert hit("t", "a", (2, 60), now + 60).allowed  # the next window
-
-
-def test_truncation_of_text_and_schema_bound_results() -> None:
-    value = {"text": "y" * 5000}
-    cut = truncate(value, 1000, has_output_schema=False)
-    assert json_size(cut) <= 1000 and cut["truncated"]["original_bytes"] == json_size(value)
-    assert cut["partial_json"].startswith('{"text":"yyy')
-    assert truncate(value, 10_000, has_output_schema=False) is value
-    with pytest.raises(ResultTooLarge):
-        truncate(value, 1000, has_output_schema=True)
 
 
 def test_argument_values_are_recorded_only_when_allowed_and_secrets_never() -> None:
@@ -338,14 +327,6 @@ def test_prune_deletes_old_rows_in_batches_and_marks_lapsed_confirmations(
     assert "Deleted 1 tool calls" in out.getvalue() and "1 unanswered confirmations marked expired" in out.getvalue()
     assert not ToolCall.objects.filter(tool_name="old").exists() and ToolCall.objects.count() == 21
     assert Confirmation.objects.get().status == "expired"
-
-
-def test_a_page_keeps_its_cursor_when_cut() -> None:
-    page = {"count": 50, "next_cursor": "abc", "results": [{"title": "x" * 100} for _ in range(50)]}
-    cut = truncate(page, 1500, has_output_schema=False)
-    assert cut["next_cursor"] == "abc" and cut["count"] == 50
-    assert 0 < len(cut["results"]) < 50 and cut["truncated"]["omitted_items"] == 50 - len(cut["results"])
-    assert json_size(cut) <= 1500
 
 
 @pytest.mark.django_db(transaction=True)

@@ -22,6 +22,8 @@ They are united and widened by SCOPE_HIERARCHY. `AuthenticationFailed` (and `Not
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
@@ -118,6 +120,60 @@ class DrfAuthenticator(Authenticator):
             logger.info("Refused a credential: %s raised %s", self.display_name, type(exc).__name__)
             return INVALID_TOKEN
         return refused_after_failure(self.display_name, exc, doing)
+
+
+# Rows of a credential model looked at for one user when its reference is a digest (DRF's Token: one per user).
+MAX_CREDENTIAL_CANDIDATES = 50
+
+
+def credential_reference(auth: Any) -> dict[str, Any] | None:
+    """How to find again the row a DRF class authenticated with (its `auth`, when that is a model instance, as
+    DRF's `Token` is), without keeping a secret: the model and its primary key when that is a number, else a
+    digest of the key, when the model has a `user` field to find its candidates by. None: nothing to find again
+    (a JWT, a session), and only the user's being active can be checked."""
+    from django.db.models import Model
+
+    if not isinstance(auth, Model) or auth.pk is None:
+        return None
+    label = auth._meta.label_lower
+    if isinstance(auth.pk, int):
+        return {"model": label, "pk": auth.pk}
+    if not _has_user_field(type(auth)):
+        return None
+    return {"model": label, "digest": _digest(auth.pk)}
+
+
+def credential_reference_holds(reference: Mapping[str, Any], user: Any) -> bool:
+    """Whether the row `credential_reference` named still exists (and, found by digest, is `user`'s). Sync."""
+    from django.apps import apps
+
+    try:
+        model = apps.get_model(str(reference.get("model")))
+    except (LookupError, ValueError):
+        return False
+    rows = model._default_manager.all()
+    if "pk" in reference:
+        return bool(rows.filter(pk=reference["pk"]).exists())
+    digest = str(reference.get("digest") or "")
+    if not digest or not _has_user_field(model):
+        return False
+    candidates = rows.filter(user=user).values_list("pk", flat=True)[:MAX_CREDENTIAL_CANDIDATES]
+    return any(hmac.compare_digest(_digest(pk), digest) for pk in candidates)
+
+
+def _has_user_field(model: Any) -> bool:
+    from django.contrib.auth import get_user_model
+    from django.core.exceptions import FieldDoesNotExist
+
+    try:
+        field = model._meta.get_field("user")
+    except FieldDoesNotExist:
+        return False
+    return getattr(field, "related_model", None) is get_user_model()
+
+
+def _digest(pk: Any) -> str:
+    return hashlib.sha256(str(pk).encode()).hexdigest()
 
 
 def _claimed(auth: Any, claim: str) -> set[str]:

@@ -21,10 +21,9 @@ from mcp_expose.calls.confirmation import StaleConfirmation
 from mcp_expose.calls.failures import (
     ToolFailure,
     failure_for,
-    unexpected_failure,
 )
 from mcp_expose.calls.invoke import ToolTimeout, invoke
-from mcp_expose.calls.results import ResultTooLarge, compact_json, json_size, truncate
+from mcp_expose.calls.results import ResultTooLarge, compact_json, json_size
 from mcp_expose.calls.tasks import TaskRefused, TaskView, owner_key
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.core import asking
@@ -267,20 +266,23 @@ async def _run(
             return ToolOutcome(entry, task=await request.start_task(entry, principal, arguments, request))
         if isinstance(value, ContentBundle):
             if value.size > entry.max_result_bytes:
-                raise ResultTooLarge(f"the content is {value.size} bytes; the limit is {entry.max_result_bytes}")
+                raise ResultTooLarge(value.size, entry.max_result_bytes, "content")
             return ToolOutcome(entry, value=value)
-        text = compact_json(value)  # made once: its size decides truncation, and it is the text block of an object
-        if len(text.encode()) <= entry.max_result_bytes:
-            return ToolOutcome(entry, value=value, text=text)
-        return ToolOutcome(
-            entry, value=truncate(value, entry.max_result_bytes, has_output_schema=entry.output_schema is not None)
-        )
+        text = compact_json(value)  # made once: its size decides the answer, and it is the text block of an object
+        if (size := len(text.encode())) > entry.max_result_bytes:
+            raise ResultTooLarge(size, entry.max_result_bytes)
+        return ToolOutcome(entry, value=value, text=text)
     except ToolTimeout as exc:
         return _refused(entry, "timeout", exc.message, {"timeout_seconds": exc.seconds})
     except TaskRefused as exc:
         return _refused(entry, exc.code, exc.message, None)
     except ResultTooLarge as exc:
-        return ToolOutcome(entry, failure=unexpected_failure(entry, exc, "its result is over the size limit"))
+        message = (
+            f"The {exc.what} is {exc.size} bytes, over this tool's limit of {exc.limit} bytes, so nothing of it was "
+            "sent. Ask for less (a filter, a smaller page or limit), or ask an operator to raise the tool's result "
+            "size limit."
+        )
+        return _refused(entry, "result_too_large", message, {"size_bytes": exc.size, "limit_bytes": exc.limit})
     except InputRequired as exc:
         return ToolOutcome(entry, input_required=exc)
     except (StaleConfirmation, MissingClientCapability):

@@ -144,50 +144,18 @@ def compact_json(value: Any) -> str:
 
 
 class ResultTooLarge(Exception):
-    """A result over the size limit that cannot be shortened without breaking its declared schema."""
+    """A result over its tool's size limit: answered as `result_too_large`, never cut.
+
+    A cut result is a wrong answer the model may trust: a page cut short loses the items its next cursor skips, a
+    list cut short has no way to the rest, and a prefix of JSON is no JSON. The error names the limit, so the model
+    can ask for less (a filter, a smaller page), and the operator can raise it."""
+
+    def __init__(self, size: int, limit: int, what: str = "result") -> None:
+        super().__init__(f"the {what} is {size} bytes; the limit is {limit}")
+        self.size = size
+        self.limit = limit
+        self.what = what
 
 
 def json_size(value: Any) -> int:
     return len(compact_json(value).encode())
-
-
-def truncate(value: Any, limit: int, *, has_output_schema: bool) -> Any:
-    """`value` if its JSON fits in `limit` bytes, else a shortened value that says so.
-
-    A list keeps as many leading items as fit; anything else becomes a prefix of
-    its JSON text. Either way a `truncated` note tells the model what it is not
-    seeing, so it can narrow its request instead of trusting a partial answer.
-    """
-    size = json_size(value)
-    if size <= limit:
-        return value
-    if has_output_schema:
-        raise ResultTooLarge(f"the result is {size} bytes; the limit is {limit}")
-    note: dict[str, Any] = {"original_bytes": size, "limit_bytes": limit}
-    if isinstance(value, dict) and isinstance(value.get("results"), list):
-        # A page of a paging capability: keep its cursors, cut its items, so the next call can go on.
-        rest = {key: item for key, item in value.items() if key != "results"}
-        cut = truncate(value["results"], max(0, limit - json_size(rest) - 20), has_output_schema=False)
-        if isinstance(cut, dict):
-            return {**rest, "results": cut["result"], "truncated": cut["truncated"]}
-        return value
-    if isinstance(value, list):
-        kept: list[Any] = []
-        budget = limit - json_size({"result": [], "truncated": {**note, "omitted_items": len(value), "note": _NOTE}})
-        used = 0
-        for item in value:
-            item_size = json_size(item) + 1
-            if used + item_size > budget:
-                break
-            kept.append(item)
-            used += item_size
-        note.update(omitted_items=len(value) - len(kept), note=_NOTE)
-        return {"result": kept, "truncated": note}
-    text = compact_json(value)
-    budget = max(0, limit - len(_NOTE) - 200)
-    prefix = text.encode()[:budget].decode(errors="ignore")
-    note.update(note=_NOTE)
-    return {"partial_json": prefix, "truncated": note}
-
-
-_NOTE = "The result was too large and was cut short. Ask for less (filters, a smaller limit) to see everything."

@@ -190,7 +190,7 @@ DEFAULTS: dict[str, Any] = {
     "UPSTREAM_MAX_ENTRY_BYTES": 2097152,
     "UPSTREAM_MAX_LISTING_BYTES": 16777216,
     # A call's answer from an upstream: at most this many bytes on the wire (a tool's own result size limit then
-    # truncates what the client is sent, as for local tools).
+    # applies to what the client is sent, as for local tools).
     "UPSTREAM_MAX_RESULT_BYTES": 1048576,
     # The circuit breaker per upstream and process: this many failed calls in a row (unreachable, 5xx, timeout,
     # an unreadable answer) make calls fail fast for UPSTREAM_BREAKER_COOLDOWN seconds; then one call probes.

@@ -100,7 +100,9 @@ class ExposedTool(models.Model):
         null=True,
         blank=True,
         validators=[MinValueValidator(256)],
-        help_text=_("Larger results are truncated. The smaller of this and the code's limit applies."),
+        help_text=_(
+            "A larger result is refused as result_too_large. The smaller of this and the code's limit applies."
+        ),
     )
     tasks_allowed = models.BooleanField(
         _("may run as a task"),

@@ -1,12 +1,14 @@
 """The run of an MCP task, in a worker of Django's Tasks framework (`manage.py db_worker`, Celery, ...).
 
 `run_tool_task` is the Django task. It takes the queued run (a second delivery finds nothing to take), rebuilds
-the caller from the row (the API key or OAuth client is looked up again, so a revoked one runs nothing), and
-runs the call through the same dispatcher as a direct call: policy, validation, timeout, transaction and usage
-row. Confirmation and the rate limit were passed when the task was made. While it runs, it beats every
-TASK_HEARTBEAT seconds, carrying the latest progress message into the status message, and stops when the task
-was cancelled. Its outcome is projected exactly as a direct call's: the `CallToolResult` (tool errors included)
-completes the task, a JSON-RPC error fails it, and questions park it as input_required.
+the caller from the row (the API key, the OAuth grant or the row a DRF class accepted is looked up again, and the
+user must be active, so a revoked one runs nothing), and runs the call through the same dispatcher as a direct
+call: policy, validation, timeout, transaction and usage row. Confirmation and the rate limit were passed when the
+task was made. While it runs, it beats every TASK_HEARTBEAT seconds, carrying the latest progress message into the
+status message; at each beat the caller is looked up again, and the run stops when the task was cancelled, or
+fails it when the credential was revoked meanwhile. Its outcome is projected exactly as a direct call's: the
+`CallToolResult` (tool errors included) completes the task, a JSON-RPC error fails it, and questions park it as
+input_required.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import methods as sdk_methods
 from mcp_types.version import LATEST_PROTOCOL_VERSION
 
+from mcp_expose.access.drf_authentication import credential_reference_holds
 from mcp_expose.access.protected_resource import canonical_uri
 from mcp_expose.access.scopes import expand_scopes
 from mcp_expose.calls import tasks
@@ -116,8 +119,9 @@ async def run(task_id: str) -> None:
             while True:
                 await anyio.sleep(interval)
                 message, latest["message"] = latest["message"], None
-                if not await _while_the_database_answers(tasks.beat, task_id, message, missed=True):
-                    logger.info("Task %s of %s stopped: it was cancelled", task_id[:8], row.tool_name)
+                stopped = await _while_the_database_answers(_beat, task_id, message, missed=ALIVE)
+                if stopped is not ALIVE:
+                    logger.info("Task %s of %s stopped: %s", task_id[:8], row.tool_name, stopped)
                     group.cancel_scope.cancel()
                     return
 
@@ -125,6 +129,25 @@ async def run(task_id: str) -> None:
         group.start_soon(heartbeat)
     if outcome:
         await _settle(task_id, **outcome)
+
+
+ALIVE = "alive"
+
+
+def _beat(task_id: str, message: str | None) -> str:
+    """One heartbeat: the caller's credential is checked again as it stands now (a revoked one fails the task),
+    then the beat is written. ALIVE, or why the run must stop."""
+    from mcp_expose.models import ToolTask
+
+    row = ToolTask.objects.select_related("user").filter(id=task_id).first()
+    if row is None:
+        return "it was deleted"
+    if _principal_of(row) is None:
+        tasks.fail(task_id, REVOKED)
+        return "the credential that started it is no longer valid"
+    if not tasks.beat(task_id, message):
+        return "it was cancelled"
+    return ALIVE
 
 
 async def _call(row: ToolTask, principal: Principal, report_progress: Any) -> dict[str, Any]:
@@ -249,7 +272,11 @@ def _principal_of(row: ToolTask) -> Principal | None:
         return principal_for_user(user, scopes, "local", via=str(row.call.get("via") or "stdio"))
     if row.credential_method in ("drf", "session"):
         # A project's authenticator (or the session) cannot be asked again from a worker: the run acts for the
-        # user while the user stays active, with the scopes the call had.
+        # user while the user stays active, with the scopes the call had, and while the row the class accepted
+        # (DRF's Token) still exists, when it accepted one.
+        reference = row.call.get("credential_row")
+        if isinstance(reference, dict) and not credential_reference_holds(reference, user):
+            return None
         authenticator = str(row.call.get("authenticator") or "")
         return principal_for_user(user, scopes, cast(AuthMethod, row.credential_method), authenticator=authenticator)
     return None

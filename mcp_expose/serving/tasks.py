@@ -19,6 +19,7 @@ from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
+from mcp_expose.access.drf_authentication import credential_reference
 from mcp_expose.calls import tasks
 from mcp_expose.calls.dispatch import CallRequest
 from mcp_expose.calls.tasks import TaskView
@@ -82,6 +83,8 @@ async def start_task(
         "via": principal.via,
         # Which of the project's authenticators accepted it (a DRF class's name), for the same reason.
         "authenticator": principal.authenticator,
+        # The row a DRF class accepted (its Token), by number or digest, never its key: deleting it stops the task.
+        "credential_row": credential_reference(principal.credential) if principal.method == "drf" else None,
         # Where it was made: its run sees that endpoint's toolset, and only a caller there follows it.
         "endpoint": endpoint,
         # The OAuth resources its token was issued for: a refreshed token of the same grant carries it on, a

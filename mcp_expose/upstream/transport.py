@@ -61,7 +61,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         listing_id = _listing_request_id(request)
         if request.method == "POST":
             self.refusal_status = None
-        response = await self.inner.handle_async_request(_pinned(request, host, addresses[0]))
+        response = await self.inner.handle_async_request(pinned(request, host, addresses[0]))
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             await response.aclose()
@@ -173,7 +173,7 @@ def _plain_meta(meta: Any) -> dict[str, Any]:
     return {}
 
 
-def _pinned(
+def pinned(
     request: httpx2.Request, host: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address
 ) -> httpx2.Request:
     """A copy of `request` sent to the checked address, its Host header and TLS name still the URL's host. The
