@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -79,6 +80,44 @@ def test_catalog_overview_explains_why_tools_are_hidden(boss: Client) -> None:
     assert rows["library.overdue_loans"] == "missing permission: library.view_loan"
     assert rows["library.popular_authors"] == "disabled"
     assert "tools served" in page and "tokens in every model context" in page
+
+
+def overview_rows(page: str) -> dict[str, str]:
+    """The overview table: each tool's name, and why it is hidden ("" when listed)."""
+    return dict(re.findall(r'<tr><th scope="row">([^<]+)</th><td>[^<]*</td><td>[^<]*</td><td>([^<]*)</td></tr>', page))
+
+
+def test_catalog_overview_as_an_oauth_client_names_the_clients_a_row_allows(boss: Client) -> None:
+    from oauth2_provider.models import get_application_model
+
+    Application = get_application_model()
+    owner = User.objects.create_user("agent-owner", password="pw")
+
+    def application(name: str) -> Any:
+        return Application.objects.create(
+            name=name,
+            client_id=f"{name}-client-id",
+            user=owner,
+            client_type=Application.CLIENT_PUBLIC,
+            authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+            redirect_uris="http://127.0.0.1/callback",
+        )
+
+    allowed, other = application("allowed-agent"), application("other-agent")
+    ExposedTool.objects.get(key="library.search_books").allowed_clients.set([allowed])
+
+    def seen_by(**query: Any) -> dict[str, str]:
+        page = boss.get("/admin/mcp_expose/exposedtool/overview/", {"scopes": "library:read", **query})
+        assert page.status_code == 200
+        return overview_rows(page.content.decode())
+
+    as_allowed, as_other = seen_by(client=allowed.pk), seen_by(client=other.pk)
+    assert as_allowed["library.search_books"] == ""
+    assert as_other["library.search_books"] == "client not allowed: only allowed-agent-client-id"
+    # Only that row names clients: the other client sees the rest as the allowed one does.
+    assert as_other["library.popular_authors"] == as_allowed["library.popular_authors"] == ""
+    # An API key is no OAuth client: the user alone does not see the tool either.
+    assert seen_by(user=owner.pk)["library.search_books"] == "client not allowed: only allowed-agent-client-id"
 
 
 def test_the_dashboard_draws_charts_without_scripts(boss: Client) -> None:

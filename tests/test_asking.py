@@ -127,6 +127,18 @@ async def test_one_tool_asks_in_both_eras(stateful: LiveServer, mode: str) -> No
     assert sorted(scripted.asked[2:]) == ["elicit:What is your name?", "roots", "sample:Generate a greeting"]
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_sync_tool_asks_with_ask_sync_in_both_eras(stateful: LiveServer, mode: str) -> None:
+    """`context.ask_sync`: rounds of sealed state on 2026-07-28, requests to the client mid-call on a 2025-11-25
+    session; either way the sync tool gets each answer from the client's own callback."""
+    scripted = ScriptedClient(name="Grace", color="blue")
+    http, client = scripted.client(stateful.mcp_url, mode)
+    async with http, client:
+        result = await client.call_tool("test_sync_input_required_result_multi_round", {})
+    assert not result.is_error and text(result) == "Grace likes blue, asked in sync"
+    assert scripted.asked == ["elicit:Step 1: What is your name?", "elicit:Step 2: What is your favorite color?"]
+
+
 async def test_2026_rounds_carry_sealed_state_that_grows(stateful: LiveServer) -> None:
     scripted = ScriptedClient()
     http, client = scripted.client(stateful.mcp_url, "auto")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
@@ -284,14 +285,25 @@ async def test_a_dependency_outage_at_the_edge_is_503_with_retry_after(caplog: p
 
 
 @pytest.mark.anyio
-async def test_a_failure_after_the_answer_began_is_logged_and_not_answered_twice() -> None:
+async def test_a_failure_after_the_answer_began_is_logged_and_not_answered_twice(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     async def half(scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
-        raise RuntimeError("mid-stream")
+        raise RuntimeError("mid-stream secret-bearing detail")
 
     sent = Recorded()
-    await answering_failures(half, {"type": "http"}, nothing, sent)
-    assert [message["type"] for message in sent.messages] == ["http.response.start"]
+    with caplog.at_level(logging.DEBUG, logger="mcp_expose"):
+        await answering_failures(half, {"type": "http"}, nothing, sent)
+    # The client got the start it was already sent, and nothing after it: no second start, no error body.
+    assert sent.messages == [{"type": "http.response.start", "status": 200, "headers": []}]
+    assert "secret-bearing" not in repr(sent.messages) and "Traceback" not in repr(sent.messages)
+    # Logged once, as an error of the ASGI edge, under an incident id, with the failure's traceback.
+    [logged] = [record for record in caplog.records if record.name.startswith("mcp_expose")]
+    assert (logged.name, logged.levelno) == ("mcp_expose.asgi", logging.ERROR)
+    assert re.fullmatch(r"The MCP endpoint failed after answering began \(incident [0-9a-f]{16}\)", logged.getMessage())
+    assert logged.exc_info is not None and logged.exc_info[0] is RuntimeError
+    assert str(logged.exc_info[1]) == "mid-stream secret-bearing detail"
 
 
 def test_stamp_copies_are_kept_by_every_move(on_redis: RedisServer) -> None:

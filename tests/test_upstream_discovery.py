@@ -443,3 +443,43 @@ def test_the_doctor_shows_the_first_diagnostics_and_says_how_many_more_there_are
     assert "0 tool(s) read; 200 entries refused by the bounded reader" in report
     assert report.count("description: the description is 1000 characters; at most 500") == 10
     assert "and 190 more not shown here: `manage.py mcp_discover --server many` records them all" in report
+
+
+@pytest.mark.django_db(transaction=True)
+def test_periodic_discovery_reads_the_servers_due_and_skips_one_read_within_the_interval(
+    server_row: UpstreamServer,
+) -> None:
+    from asgiref.sync import async_to_sync
+    from django.utils import timezone
+
+    from mcp_expose.upstream import refresh
+
+    recent = UpstreamServer.objects.create(name="recent", url=server_row.url)
+    UpstreamServer.objects.filter(pk=recent.pk).update(discovered_at=timezone.now())  # another process, just now
+    discovered: list[tuple[str, str]] = []
+    real = refresh.refresh
+
+    async def scenario() -> None:
+        done = anyio.Event()
+
+        async def counted(server: UpstreamServer, why: str) -> Discovery:
+            found = await real(server, why)
+            discovered.append((server.name, why))
+            done.set()
+            return found
+
+        refresh.refresh = counted  # type: ignore[assignment]  (counts, and discovers for real)
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(refresh.watch, 3600.0, False)
+                with anyio.fail_after(30):
+                    await done.wait()
+                group.cancel_scope.cancel()
+        finally:
+            refresh.refresh = real  # type: ignore[assignment]
+
+    with LOOPBACK:
+        async_to_sync(scenario)()
+    assert discovered == [("bare", "periodic")]  # "recent" was read within the interval: skipped
+    server_row.refresh_from_db()
+    assert server_row.discovered_at is not None and server_row.tools.count() == 3

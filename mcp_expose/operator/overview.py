@@ -167,15 +167,17 @@ def explain(
             )
             continue
         decision = decide(principal, entry)
-        result.append(Visibility(capability.key, name, capability.kind, decision.allowed, _reason(decision)))
+        result.append(Visibility(capability.key, name, capability.kind, decision.allowed, _reason(decision, entry)))
     return result
 
 
-def _reason(decision: Any) -> str:
+def _reason(decision: Any, entry: ToolEntry) -> str:
     if decision.allowed:
         return ""
     if decision.missing_scopes:
         return "missing scope: " + ", ".join(sorted(decision.missing_scopes))
     if decision.missing_permissions:
         return "missing permission: " + ", ".join(sorted(decision.missing_permissions))
+    if decision.reason == "client not allowed" and entry.allowed_clients:
+        return "client not allowed: only " + ", ".join(sorted(entry.allowed_clients))
     return decision.reason

@@ -1,7 +1,9 @@
 """The fixtures the official MCP conformance suite expects, declared through mcp_expose's public API.
 
 Enabled only by tests/settings_conformance.py. Names, texts and shapes follow the suite's scenario
-descriptions (`@modelcontextprotocol/conformance`); nothing here is special-cased in mcp_expose.
+descriptions (`@modelcontextprotocol/conformance`); nothing here is special-cased in mcp_expose. One tool is this
+project's own, not the suite's: `test_sync_input_required_result_multi_round`, the multi-round fixture as a sync
+tool, so that tests/test_asking.py shows `ask_sync` in both eras.
 """
 
 from __future__ import annotations
@@ -286,6 +288,14 @@ async def input_multi_round(context: InvocationContext) -> Text:
     name = (await context.ask({"step1": Elicit("Step 1: What is your name?", NAME_FORM)}))["step1"]
     color = (await context.ask({"step2": Elicit("Step 2: What is your favorite color?", _form("color"))}))["step2"]
     return Text(f"{_accepted(name, 'name')} likes {_accepted(color, 'color')}")
+
+
+@mcp_expose.tool(name="test_sync_input_required_result_multi_round", read_only=True)
+def sync_input_multi_round(context: InvocationContext) -> Text:
+    """Asks twice in a row from a sync tool (`ask_sync`); the second question comes only after the first answer."""
+    name = context.ask_sync({"step1": Elicit("Step 1: What is your name?", NAME_FORM)})["step1"]
+    color = context.ask_sync({"step2": Elicit("Step 2: What is your favorite color?", _form("color"))})["step2"]
+    return Text(f"{_accepted(name, 'name')} likes {_accepted(color, 'color')}, asked in sync")
 
 
 @mcp_expose.tool(name="test_input_required_result_tampered_state", read_only=True)
