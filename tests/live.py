@@ -30,6 +30,9 @@ LIVE_SETTINGS = {"DJANGO_SETTINGS_MODULE": "tests.settings_live"}
 # Every wait below ends on its event (the server answers or exits, the command or the shutdown returns); this only
 # stops a hang. Generous, since a loaded machine shared by several runs can be many times slower than an idle one.
 HANG_GUARD_SECONDS = 600.0
+# A server's stop: under a second when nothing holds it (the lifespan writes its last rows and closes its
+# connections), so this is generous even on a loaded machine.
+SHUTDOWN_GUARD_SECONDS = 120.0
 
 
 # What starts a real process in this suite: the helpers here and in tests/upstream_servers.py, tests/services.py and
@@ -375,12 +378,16 @@ def _launch(
 
 
 def stop_server(server: LiveServer) -> None:
+    """SIGTERM, and wait until the server has stopped. One that does not stop is a defect, not a slow test: it is
+    killed, and the test fails with its log (uvicorn waits for every open response before it stops, so a stream
+    nothing ends kept one alive until a deployment's orchestrator killed it)."""
     server.process.terminate()
     try:
-        server.process.wait(timeout=HANG_GUARD_SECONDS)
+        server.process.wait(timeout=SHUTDOWN_GUARD_SECONDS)
     except subprocess.TimeoutExpired:
         server.process.kill()
         server.process.wait()
+        raise AssertionError(f"The server did not stop on SIGTERM; killed. Its log:\n{server.log()}") from None
 
 
 @contextmanager

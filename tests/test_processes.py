@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -11,7 +12,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from .live import prepare_demo, run_server
+from .live import SHUTDOWN_GUARD_SECONDS, prepare_demo, run_server, start_server
 from .mcp_client import MODES, connect
 
 pytestmark = [pytest.mark.anyio, pytest.mark.live]
@@ -116,6 +117,31 @@ async def test_list_changed_reaches_an_open_listen_stream(tmp_path: Path) -> Non
             names = [tool.name for tool in (await client.list_tools()).tools]
     assert events == ["ToolsListChanged", "PromptsListChanged"]
     assert "library_popular_authors" not in names
+
+
+async def test_a_server_told_to_stop_ends_its_listen_streams_and_stops(tmp_path: Path) -> None:
+    """uvicorn waits for every open response before it stops; a listen stream, which lasts until its client
+    leaves, used to keep the process up until it was killed. Now it ends with its result (a graceful close; an
+    abrupt one raises `SubscriptionLost`), and the process runs its shutdown and exits."""
+    import anyio
+
+    key = prepare_demo(tmp_path)
+    server = start_server(tmp_path, log_level="info", MCP_EXPOSE_LOG_LEVEL="INFO")
+    try:
+        async with connect(server.mcp_url, key, "auto") as client:
+            async with client.listen(tools_list_changed=True) as subscription:
+                server.process.terminate()
+                with anyio.fail_after(SHUTDOWN_GUARD_SECONDS):
+                    events = [type(event).__name__ async for event in subscription]
+        exited = await anyio.to_thread.run_sync(lambda: server.process.wait(SHUTDOWN_GUARD_SECONDS))
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+    assert events == []
+    assert exited == -signal.SIGTERM  # uvicorn's own exit: it raises the signal again once it has stopped
+    log = server.log()
+    assert "The server is stopping: ended 1 listen stream(s)" in log
+    assert "Application shutdown complete." in log
 
 
 async def test_a_server_stopped_while_the_database_is_locked_loses_no_usage_row(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from mcp_expose.testing import (
 )
 from project.library.models import Author, Book
 
+from .live import HANG_GUARD_SECONDS
 from .test_dispatch import _work_until_abandoned
 
 pytest_plugins = ["pytester"]
@@ -469,6 +470,22 @@ async def test_the_live_server_serves_the_sdk_client_with_a_key(mcp_live: Any, e
     # The usage row is written before the answer (batching is off for the live server).
     row = await ToolCall.objects.aget(tool_name="library.get_book")
     assert (row.auth_method, row.username, row.outcome) == ("api_key", "reader", "ok")
+
+
+@pytest.mark.anyio
+async def test_stopping_the_live_server_ends_an_open_listen_stream_gracefully(mcp_live: Any) -> None:
+    """uvicorn stops only once every response has ended: the live server's stop ends each listen stream first, with
+    its result (a graceful close; an abrupt one raises `SubscriptionLost`), so the stop returns."""
+    import anyio
+
+    reader = await sync_to_async(User.objects.create_user)("reader")
+    async with mcp_live.connect(reader, ["library:read"]) as client:
+        async with client.listen(tools_list_changed=True) as subscription:
+            with anyio.fail_after(HANG_GUARD_SECONDS):
+                await anyio.to_thread.run_sync(mcp_live.stop)
+                events = [type(event).__name__ async for event in subscription]
+    assert events == []
+    assert mcp_live.port is not None and mcp_live._thread is None
 
 
 @pytest.mark.django_db(transaction=True)

@@ -49,10 +49,12 @@ from mcp_expose.core.conf import get_settings
 from mcp_expose.core.endpoints import Endpoint, endpoints
 from mcp_expose.core.principal import PRINCIPAL_SCOPE_KEY, Principal
 from mcp_expose.serving import fastpath, fastpath_legacy, fastpath_requests
+from mcp_expose.serving.draining import end_streams_on_stop, server_stopping
 from mcp_expose.serving.edge import check_host, check_request
 from mcp_expose.serving.edge_failures import answering_failures
 from mcp_expose.serving.events import ChangeRelay
 from mcp_expose.serving.health import health_paths, serve_health
+from mcp_expose.serving.listening import end_streams
 from mcp_expose.serving.request_context import CATALOG_SCOPE_KEY, SDK_CALLER
 from mcp_expose.serving.server import build_server, listing_tally
 from mcp_expose.serving.sessions import RecentEvents, SessionManager, SessionMemory
@@ -136,6 +138,7 @@ class McpExposeASGI:
         self._start_lock = asyncio.Lock()
         self._background: asyncio.Task[None] | None = None
         self._exit = asyncio.Event()
+        self._stop_announced = False
         self._authenticate_in_thread = sync_to_async(self._authenticate, thread_sensitive=False)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -175,6 +178,15 @@ class McpExposeASGI:
             await receive()  # lifespan.shutdown
         await send({"type": "lifespan.shutdown.complete"})
 
+    def begin_stopping(self) -> None:
+        """Say that the server is about to stop, so that open listen streams end (each with its result) and the
+        server's wait for open responses ends. uvicorn's own stop is seen without this; call it where the server
+        cannot be seen stopping (an embedded server, a custom shutdown trigger). Safe from any thread."""
+        self._stop_announced = True
+
+    def _stopping(self) -> bool:
+        return self._stop_announced or server_stopping()
+
     def _resolve_declarations(self) -> None:
         """Build every tool's schema and the authenticators now, so a broken declaration or authenticator stops
         the server instead of failing requests."""
@@ -211,6 +223,7 @@ class McpExposeASGI:
             async with anyio.create_task_group() as group:
                 if self.streams:
                     group.start_soon(self.relay.run)
+                    group.start_soon(end_streams_on_stop, partial(end_streams, self.bus), self._stopping)
                 group.start_soon(listing_tally.keep_flushing)
                 group.start_soon(keep_auditing)
                 conf = get_settings()

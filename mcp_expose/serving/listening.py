@@ -4,6 +4,7 @@ streams per caller, and the relay told who is listening."""
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,6 +16,9 @@ from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResul
 from mcp_expose.core.conf import get_settings
 from mcp_expose.serving.capacity import CAPACITY_REACHED, Slots, caller_key
 from mcp_expose.serving.events import audience_of
+
+# Every listen handler of this process, for ending the streams of one bus when its server stops.
+_handlers: weakref.WeakSet[BoundedListen] = weakref.WeakSet()
 
 
 class BoundedListen:
@@ -29,6 +33,8 @@ class BoundedListen:
         self.resolve = resolve
         # The SDK's own limit (answered as an internal error) is never the one reached first.
         self.handler = ListenHandler(bus, max_subscriptions=conf.MAX_LISTEN_STREAMS or sys.maxsize)
+        self.bus = bus
+        _handlers.add(self)
 
     async def __call__(
         self, ctx: ServerRequestContext[Any], params: SubscriptionsListenRequestParams
@@ -45,3 +51,13 @@ class BoundedListen:
         finally:
             self.audience.left()
             self.slots.give_back(key)
+
+
+def end_streams(bus: Any) -> int:
+    """End every open listen stream on `bus` gracefully: each sends its `SubscriptionsListenResult` as its last
+    frame. Returns how many were open. Call on the loop that serves them."""
+    handlers = [handler for handler in _handlers if handler.bus is bus]
+    open_streams = sum(handler.slots.total for handler in handlers)
+    for handler in handlers:
+        handler.handler.close()
+    return open_streams

@@ -40,6 +40,7 @@ class LiveMcpServer:
         self.port: int | None = None
         self._settings = ExitStack()
         self._server: _ReadyServer | None = None
+        self._serving: Any = None  # the app being served
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
 
@@ -81,9 +82,8 @@ class LiveMcpServer:
         listening = self._settings.enter_context(socket.socket())
         listening.bind((self.host, 0))
         self.port = listening.getsockname()[1]
-        config = uvicorn.Config(
-            self.application or project_application(), lifespan="on", log_config=None, access_log=False
-        )
+        self._serving = self.application or project_application()
+        config = uvicorn.Config(self._serving, lifespan="on", log_config=None, access_log=False)
         server = self._server = _ReadyServer(config)
         self._thread = threading.Thread(
             target=self._serve, args=(server, listening), name="mcp-live-server", daemon=True
@@ -100,11 +100,20 @@ class LiveMcpServer:
 
     def stop(self) -> None:
         if self._server is not None:
+            # uvicorn waits for open responses before it stops: open listen streams end first.
+            if hasattr(self._serving, "begin_stopping"):
+                self._serving.begin_stopping()
             self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(HANG_GUARD_SECONDS)
+        thread = self._thread
+        if thread is not None:
+            thread.join(HANG_GUARD_SECONDS)
         self._server = self._thread = None
         self._settings.close()
+        if thread is not None and thread.is_alive():
+            raise RuntimeError(
+                f"The live MCP server did not stop within {HANG_GUARD_SECONDS:g} s: a response it serves is still"
+                " open (a client's stream the test left open, or a tool that does not return)."
+            )
 
     def __enter__(self) -> LiveMcpServer:
         self.start()
