@@ -246,9 +246,9 @@ class LiveServer:
 
 
 def listens(pid: int, port: int) -> bool:
-    """Whether process `pid` holds the listening TCP socket on `port` (Linux: the kernel's socket tables and the
-    process's descriptors). A free port is only free when it is chosen: another worker's server may take it first,
-    and then it, not ours, answers there."""
+    """Whether process `pid`, or a child of it, holds the listening TCP socket on `port` (Linux: the kernel's socket
+    tables and the processes' descriptors; granian's worker binds it, not the process started). A free port is only
+    free when it is chosen: another worker's server may take it first, and then it, not ours, answers there."""
     if not Path("/proc/net/tcp").exists():  # no kernel tables to read (not Linux): the answer alone must do
         return True
     inodes = set()
@@ -261,17 +261,32 @@ def listens(pid: int, port: int) -> bool:
             fields = row.split()
             if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
                 inodes.add(f"socket:[{fields[9]}]")
-    try:
-        descriptors = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return False
-    for descriptor in descriptors:
+    for process in (pid, *_children(pid)):
         try:
-            if os.readlink(f"/proc/{pid}/fd/{descriptor}") in inodes:
-                return True
+            descriptors = os.listdir(f"/proc/{process}/fd")
         except OSError:
             continue
+        for descriptor in descriptors:
+            try:
+                if os.readlink(f"/proc/{process}/fd/{descriptor}") in inodes:
+                    return True
+            except OSError:
+                continue
     return False
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from each process's stat line: its fourth field)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
 
 
 class PortTaken(AssertionError):

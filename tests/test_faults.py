@@ -5,7 +5,8 @@ own Redis or PostgreSQL (the system services are shared with other runs), keeps 
 undoes it, and keeps the load going until every kind succeeds again. Then it checks every answer: never a plain
 500; the listing and the echo (which need neither service once the catalog and the credential are known) never
 fail; anything else fails only with a clear "retry later"; nothing is slow; every answered call has exactly one
-usage row; and the servers logged a handful of tracebacks at most, not one per request.
+usage row; and the servers logged a handful of tracebacks at most, not one per request. The readiness probe says
+each fault as it lasts.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import MCPError
 
@@ -351,3 +353,47 @@ async def _until_readable(client: Any, task_id: str) -> dict[str, Any]:
                 if (exc.data or {}).get("unavailable") != "database":
                     raise
                 await anyio.sleep(0.2)
+
+
+def readiness_until(server: LiveServer, status: str) -> httpx2.Response:
+    """The readiness answer once it reports `status` (each probe asks the services again, a second apart at
+    most), or a failure with the last answer after RECOVERY_GUARD_SECONDS."""
+    deadline = time.monotonic() + RECOVERY_GUARD_SECONDS
+    while True:
+        answer = httpx2.get(server.base_url + "/mcp/health/ready", timeout=MAX_LATENCY_SECONDS * 3)
+        if answer.json()["status"] == status or time.monotonic() > deadline:
+            assert answer.json()["status"] == status, answer.text
+            return answer
+        time.sleep(0.2)
+
+
+def test_readiness_is_degraded_without_redis_and_unavailable_without_the_database(
+    redis: RedisServer, cluster: PostgresCluster, data: Path, env: dict[str, str]
+) -> None:
+    """Health's three states against real faults: Redis stopped (the process serves what it can: 200 `degraded`),
+    PostgreSQL stopped (503 `unavailable`, so a load balancer takes the process out), and back to `ok` after each.
+    The answer names states and counts only: no host, port, database or error message."""
+    with run_server(data, **env) as server:
+        ok = readiness_until(server, "ok")
+        assert ok.status_code == 200 and ok.json()["dependencies"]["cache"] == "ok"
+
+        redis.stop()
+        degraded = readiness_until(server, "degraded")
+        assert degraded.status_code == 200
+        assert degraded.json()["dependencies"]["cache"] == "unavailable"
+        assert degraded.json()["dependencies"]["database"] == "ok"
+        redis.start()
+        assert readiness_until(server, "ok").status_code == 200
+
+        cluster.stop()
+        unavailable = readiness_until(server, "unavailable")
+        assert unavailable.status_code == 503
+        assert unavailable.json()["dependencies"]["database"] == "unavailable"
+        # Liveness stays up: the process is not restarted for an outage it rides out.
+        assert httpx2.get(server.base_url + "/mcp/health").json() == {"status": "ok"}
+        cluster.start()
+        assert readiness_until(server, "ok").status_code == 200
+
+    for answer in (degraded, unavailable):
+        for detail in ("127.0.0.1", str(redis.port), str(cluster.port), env["MCP_SCALE_DB"], "Error", "refused"):
+            assert detail not in answer.text

@@ -3,6 +3,7 @@ needs a stream refused naming the ASGI entry. Real gunicorn processes on 127.0.0
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -37,6 +38,26 @@ from .test_processes import admin_session, disable_in_admin
 pytestmark = [pytest.mark.anyio, pytest.mark.live]
 
 
+def gunicorn_command(
+    port: int,
+    *,
+    app: str = "project.wsgi:application",
+    worker_class: str = "sync",
+    workers: int = 2,
+    threads: int = 1,
+    access_log: Path | None = None,
+) -> list[str]:
+    """The arguments after `python` that run gunicorn serving `app` on `port`."""
+    arguments = [
+        *("-m", "gunicorn", app, "--bind", f"127.0.0.1:{port}", "--worker-class", worker_class),
+        *("--workers", str(workers), "--threads", str(threads), "--timeout", "120", "--no-control-socket"),
+        *("--log-level", "warning"),
+    ]
+    if access_log is not None:  # one line per request, with the pid of the worker that answered it
+        arguments += ["--access-logfile", str(access_log), "--access-logformat", "%(p)s %(r)s %(s)s"]
+    return arguments
+
+
 def start_gunicorn(
     data_dir: Path,
     *,
@@ -47,16 +68,7 @@ def start_gunicorn(
 ) -> LiveServer:
     """gunicorn with sync workers serving `app`, answering once Django's home page does; stop it with
     `stop_server` (SIGTERM: each worker finishes its request, runs the lifespan's shutdown, and exits)."""
-
-    def command(port: int) -> list[str]:
-        arguments = [
-            *("-m", "gunicorn", app, "--bind", f"127.0.0.1:{port}", "--worker-class", "sync"),
-            *("--workers", str(workers), "--timeout", "120", "--no-control-socket", "--log-level", "warning"),
-        ]
-        if access_log is not None:  # one line per request, with the pid of the worker that answered it
-            arguments += ["--access-logfile", str(access_log), "--access-logformat", "%(p)s %(r)s %(s)s"]
-        return arguments
-
+    command = functools.partial(gunicorn_command, app=app, workers=workers, access_log=access_log)
     return launch(data_dir, command, {**LIVE_SETTINGS, **env})
 
 
