@@ -20,7 +20,7 @@ from mcp_expose.core.context import InvocationContext
 from mcp_expose.core.errors import ToolError
 from mcp_expose.core.ssrf_guard import AddressRefused, IPAddress, connectable_address
 from mcp_expose.upstream.tls import upstream_tls
-from mcp_expose.upstream.transport import pinned
+from mcp_expose.upstream.transport import send_pinned
 
 
 class OutboundRefused(ToolError):
@@ -65,19 +65,19 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
-            host, address = await _checked(str(request.url))
+            host, addresses = await _checked(str(request.url))
         except OutboundRefused as exc:
             raise httpx2.ConnectError(exc.message, request=request) from None
-        return await self.inner.handle_async_request(pinned(request, host, address))
+        return await send_pinned(self.inner, request, host, addresses)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
 
 
-async def _checked(url: str) -> tuple[str, IPAddress]:
-    """The URL's host and the address to connect to, resolved and checked now (in a thread: it may look up DNS)."""
+async def _checked(url: str) -> tuple[str, list[IPAddress]]:
+    """The URL's host and the addresses to connect to, resolved and checked now (in a thread: it may look up DNS)."""
     try:
         host, _port, addresses = await anyio.to_thread.run_sync(connectable_address, url, abandon_on_cancel=True)
     except AddressRefused as exc:
         raise OutboundRefused(str(exc)) from None
-    return host, addresses[0]
+    return host, addresses

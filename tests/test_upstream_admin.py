@@ -15,12 +15,13 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
+from django.db import transaction
 from django.test import Client, override_settings
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from mcp_expose.models import UpstreamServer, UpstreamTool
-from mcp_expose.upstream.queued_discovery import discover_upstream, running_bound
+from mcp_expose.upstream.queued_discovery import discover_upstream, queue, running_bound
 from mcp_expose.upstream.sealing import unseal
 from tests.live import LiveServer, free_port
 from tests.test_admin import csrf_token
@@ -514,3 +515,16 @@ def test_a_discovery_that_reaches_nothing_reads_failed(boss: Client) -> None:
     assert server.discovery_state == "failed" and server.discovery_error
     assert f"Bare: {server.discovery_error}" in page.replace("&#x27;", "'")
     assert status(boss, server)["label"] == f"failed: {server.discovery_error}"
+
+
+@pytest.mark.usefixtures("immediate")
+def test_a_discovery_queued_inside_a_transaction_is_enqueued_once_it_commits(boss: Client) -> None:
+    """A worker must find the row queued: under ATOMIC_REQUESTS (or a project's own transaction) the run is enqueued
+    only once the queued state is committed. The immediate backend shows when: it runs the task as it is enqueued."""
+    register(boss, f"http://127.0.0.1:{free_port()}/mcp")
+    server = UpstreamServer.objects.get()
+    with transaction.atomic():
+        queue(server)
+        assert UpstreamServer.objects.get().discovery_state == "queued"  # not enqueued, so not run, yet
+    server.refresh_from_db()
+    assert server.discovery_state == "failed" and server.discovery_error

@@ -3,7 +3,8 @@ what is tested lives in the process and on the wire (its TLS handshake, its toke
 connections), so nothing in this process could stand in for it.
 
 - HTTPS: a request goes to the address the SSRF guard checked, while the TLS name and the Host header stay the
-  URL's; a certificate no trusted authority signed is refused, saying why.
+  URL's, and on to the next checked address when one refuses the connection; a certificate no trusted authority
+  signed is refused, saying why.
 - OAuth 2.1 client credentials: an upstream that is its own authorization server; its token is fetched once, reused,
   and renewed within the call that met a 401; a refused client secret is a tool error that quotes no secret.
 - The connection pool: a changed row starts a new pool, and the old one closes.
@@ -35,7 +36,7 @@ from mcp_expose.upstream.calling import UpstreamCall, breaker, call_upstream, cl
 from mcp_expose.upstream.client_credentials import ClientCredentials, tokens
 from mcp_expose.upstream.discovery import UpstreamTarget, discover
 from mcp_expose.upstream.pool import pool
-from mcp_expose.upstream.transport import BoundedTransport
+from mcp_expose.upstream.transport import BoundedTransport, send_pinned
 from tests.certificates import ServerCertificate, issue
 from tests.live import HANG_GUARD_SECONDS, LiveServer
 from tests.upstream_servers import run_upstream
@@ -126,6 +127,27 @@ def test_https_goes_to_the_checked_address_under_the_urls_name(
     # Sent to the address that was checked; the Host header names the URL's host.
     assert seen == {"host": f"localhost:{secure.port}", "scheme": "https", "server": [pinned, secure.port]}
     assert listed == ["echo", "add", "notes"] and added == {"result": 5}
+
+
+def test_a_name_whose_first_address_refuses_the_connection_is_reached_at_the_next(
+    secure: LiveServer, certificate: ServerCertificate, pinned: str
+) -> None:
+    """A name may resolve first to an address this host cannot reach (IPv6 without a route) and then to one that
+    serves: the request goes on to the next checked address. Only a refused connection moves on (nothing of the
+    request was sent), and when every address refuses, the last refusal is the error."""
+    refusing = [ipaddress.ip_address("127.0.0.3"), ipaddress.ip_address("127.0.0.4")]  # nothing listens there
+
+    async def run() -> Any:
+        inner = trusting(certificate).inner
+        async with inner:
+            request = httpx2.Request("GET", f"{secure.base_url}/seen")
+            response = await send_pinned(inner, request, "localhost", [refusing[0], ipaddress.ip_address(pinned)])
+            seen = json.loads(await response.aread())
+            with pytest.raises(httpx2.ConnectError):
+                await send_pinned(inner, httpx2.Request("GET", f"{secure.base_url}/seen"), "localhost", refusing)
+        return seen
+
+    assert anyio.run(run) == {"host": f"localhost:{secure.port}", "scheme": "https", "server": [pinned, secure.port]}
 
 
 def test_the_certificate_is_checked_against_the_name_it_was_asked_for(

@@ -3,8 +3,9 @@ the server's row for the pages to show.
 
 A discovery may take a server's timeouts to fail; run in the request, it held one of the admin's sync threads for
 as long. `queue` marks the row queued and enqueues `discover_upstream` on the backend MCP tasks run on
-(MCP_EXPOSE['TASK_BACKEND'], found the same way). A worker of Django's Tasks framework runs it: it records the
-reading as every discovery does (`snapshots.rediscover`), then leaves the row done or failed with what it found.
+(MCP_EXPOSE['TASK_BACKEND'], found the same way), once that mark is committed. A worker of Django's Tasks
+framework runs it: it records the reading as every discovery does (`snapshots.rediscover`), then leaves the row
+done or failed with what it found.
 Django's ImmediateBackend (the framework's default) runs it inside `queue`, in the request, as before.
 
 Each move of the state is one conditional update on the run's id: a second click while a discovery is queued or
@@ -21,6 +22,7 @@ from datetime import datetime
 from typing import Any
 from uuid import uuid4
 
+from django.db import router, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -103,6 +105,20 @@ def queue(server: UpstreamServer) -> UpstreamServer:
     )
     if not claimed:
         raise AlreadyQueued(_("Another discovery was queued meanwhile; this one is not."))
+    using = router.db_for_write(UpstreamServer)
+    if transaction.get_connection(using).in_atomic_block:
+        # A worker must find the row queued: enqueued before the commit, it could take the run first, see no queued
+        # row and drop it. After the commit, a refusal is on the row only (the request has answered).
+        transaction.on_commit(lambda: _enqueue(row, run, alias), using=using)
+    else:
+        reason = _enqueue(row, run, alias)
+        if reason is not None:
+            raise NotQueued(reason)
+    return UpstreamServer.objects.get(pk=row.pk)
+
+
+def _enqueue(row: UpstreamServer, run: str, alias: str) -> str | None:
+    """Enqueue the run `run` of `row` on the backend `alias`; why it could not be (also left on the row), or None."""
     try:
         _declared.using(backend=alias).enqueue(row.pk, run)
     except Exception as exc:  # noqa: BLE001  (whatever the backend raises is said, not a server error)
@@ -111,9 +127,9 @@ def queue(server: UpstreamServer) -> UpstreamServer:
             "error": f"{type(exc).__name__}: {str(exc)[:300]}",
         }
         _move(row.pk, run, State.QUEUED, discovery_state=State.FAILED, discovery_outcome={"error": reason})
-        raise NotQueued(reason) from exc
+        return str(reason)
     logger.info("Upstream %s: discovery %s queued on the Tasks backend %r", row.name, run[:8], alias)
-    return UpstreamServer.objects.get(pk=row.pk)
+    return None
 
 
 def _backend_problem(alias: str) -> str | None:

@@ -61,7 +61,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         listing_id = _listing_request_id(request)
         if request.method == "POST":
             self.refusal_status = None
-        response = await self.inner.handle_async_request(pinned(request, host, addresses[0]))
+        response = await send_pinned(self.inner, request, host, addresses)
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             await response.aclose()
@@ -171,6 +171,29 @@ def _plain_meta(meta: Any) -> dict[str, Any]:
     if isinstance(info, dict) and len(json.dumps(info)) <= 4096:
         return {"io.modelcontextprotocol/serverInfo": info}
     return {}
+
+
+# How many of a name's checked addresses a request tries, in the resolver's order, before it fails: each may take
+# the connect timeout.
+ADDRESSES_TRIED = 3
+
+
+async def send_pinned(
+    inner: httpx2.AsyncBaseTransport,
+    request: httpx2.Request,
+    host: str,
+    addresses: list[ipaddress.IPv4Address | ipaddress.IPv6Address],
+) -> httpx2.Response:
+    """Send `request` through `inner` to the first of `addresses` (each checked by the guard) that takes the
+    connection. A name may resolve to an address this host cannot reach (IPv6 first, without an IPv6 route) and to
+    one that serves. Only a failed connection moves on: nothing of the request was sent."""
+    tried = addresses[:ADDRESSES_TRIED]
+    for address in tried[:-1]:
+        try:
+            return await inner.handle_async_request(pinned(request, host, address))
+        except (httpx2.ConnectError, httpx2.ConnectTimeout):
+            continue
+    return await inner.handle_async_request(pinned(request, host, tried[-1]))
 
 
 def pinned(
