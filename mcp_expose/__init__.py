@@ -30,6 +30,7 @@ __all__ = [
     "resource",
     "resource_updated",
     "__version__",
+    "expose_ninja",
     "expose_view",
     "tool",
 ]
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from mcp_expose.core.principal import Principal
     from mcp_expose.declare.apps import App
     from mcp_expose.declare.model_tools import ModelTools
+    from mcp_expose.declare.ninja_tools import expose_ninja
     from mcp_expose.declare.resources import prompt, resource
     from mcp_expose.declare.tools import tool
     from mcp_expose.declare.view_tools import expose_view
@@ -54,6 +56,7 @@ _LAZY = {
     "tool": ".declare.tools",
     "App": ".declare.apps",
     "expose_view": ".declare.view_tools",
+    "expose_ninja": ".declare.ninja_tools",
     "ModelTools": ".declare.model_tools",
     "resource": ".declare.resources",
     "prompt": ".declare.resources",

@@ -4,7 +4,7 @@ from django.contrib.staticfiles.views import serve as serve_static
 from django.urls import include, path, re_path
 from rest_framework.routers import DefaultRouter
 
-from project.library import api, views
+from project.library import api, ninja_api, views
 
 router = DefaultRouter()
 router.register("books", api.BookViewSet, basename="book")
@@ -17,6 +17,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include(router.urls)),
+    path("ninja/", ninja_api.api.urls),
     path("books/", views.BookListView.as_view(), name="library-books"),
     path("authors/new/", views.AuthorCreateView.as_view(), name="library-author-new"),
     path("me/summary/", views.my_summary, name="library-my-summary"),

@@ -27,7 +27,8 @@ REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"loans": "8/min"}
 
 # View patterns the parity tests call over HTTP and through MCP (tests/test_view_parity.py); no models, no tools.
 # DRF's Token, for the tasks of callers accepted by TokenAuthentication (tests/test_task_revocation.py).
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.parity", "rest_framework.authtoken"]  # noqa: F405
+# The same for Django Ninja operations (tests/test_ninja_parity.py).
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.parity", "tests.apps.ninja_parity", "rest_framework.authtoken"]  # noqa: F405
 
 # The library's default, not the demo's: tests that reach a loopback upstream turn it on where they mean it.
 # The dotted names that deployments may keep (WIRE_NAMES = "dotted"): every in-process test then shows that

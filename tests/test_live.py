@@ -52,6 +52,32 @@ async def test_call_a_sync_database_tool_and_an_async_tool(demo_server: LiveServ
 
 
 @mode
+async def test_the_demo_s_ninja_api_is_listed_and_called(demo_server: LiveServer, admin_key: str, mode: str) -> None:
+    """The Django Ninja API beside the DRF one: one expose_ninja call per scope, served as library_ninja_*."""
+    async with connect(demo_server.mcp_url, admin_key, mode) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        science = await client.call_tool("library_ninja_list_books", {"genre": "science", "page": 1})
+        earthsea = await client.call_tool("library_ninja_get_book", {"book_id": 1})  # an async operation
+        missing = await client.call_tool("library_ninja_get_book", {"book_id": 999999})
+        same = await client.call_tool(
+            "library_ninja_set_copies", {"book_id": 1, "copies": earthsea.structured_content["copies"]}
+        )
+    assert {"library_ninja_list_books", "library_ninja_get_book", "library_ninja_set_copies"} <= set(tools)
+    assert tools["library_ninja_list_books"].input_schema["properties"]["page"]["minimum"] == 1
+    assert tools["library_ninja_get_book"].output_schema["properties"]["price"] == {"type": "string"}
+    assert [book["title"] for book in science.structured_content["items"]] == [
+        "Cosmos",
+        "Pale Blue Dot",
+        "Silent Spring",
+    ]
+    assert earthsea.structured_content["title"] == "A Wizard of Earthsea"
+    assert earthsea.structured_content["author"] == "Ursula K. Le Guin"
+    assert missing.is_error and missing.structured_content["error"]["code"] == "not_found"
+    assert missing.structured_content["error"]["message"] == "No book has the id 999999."
+    assert same.structured_content == earthsea.structured_content
+
+
+@mode
 async def test_unknown_tool_is_a_protocol_error(demo_server: LiveServer, admin_key: str, mode: str) -> None:
     async with connect(demo_server.mcp_url, admin_key, mode) as client:
         with pytest.raises(MCPError) as caught:

@@ -177,6 +177,23 @@ def capped_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
     return parameters
 
 
+def untitled(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` without the titles generators derive from names (pydantic's "Title" for `title`): they cost
+    tokens and say nothing. A property named "title" stays."""
+    for node in _subschemas(schema):
+        if isinstance(node.get("title"), str):
+            del node["title"]
+    return schema
+
+
+def optional_everywhere(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with no property required at any depth: for answers that may leave fields out."""
+    for node in _subschemas(schema):
+        if isinstance(node.get("required"), list):
+            del node["required"]
+    return schema
+
+
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs")
 
 

@@ -167,7 +167,9 @@ REKEY_HINTS = {
     "function": "rename the function, or pass key='app_label.name' to @tool.",
     "resource": "pass key='app_label.name' to @resource.",
     "prompt": "pass key='app_label.name' to @prompt.",
-    "view": "pass resource= to expose_view (its keys are app_label.resource, then .action when it has several).",
+    "view": (
+        "pass resource= to expose_view or expose_ninja (their keys are app_label.resource, then .action or .operation)."
+    ),
     "model": "pass prefix= to ModelTools (its keys are prefix.action).",
 }
 

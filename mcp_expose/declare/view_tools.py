@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -83,15 +84,16 @@ def expose_view(
     app_label = _app_label(view, origin)
     resource = resource or _resource(routes, origin)
     target_registry = registry if registry is not None else default_registry
-    common: dict[str, Any] = dict(
-        scopes=string_set(scopes, "scopes", origin),
-        permissions=string_set(permissions, "permissions", origin),
-        enabled_by_default=enabled,
+    common = common_fields(
+        scopes=scopes,
+        permissions=permissions,
+        enabled=enabled,
         rate_limit=rate_limit,
         timeout=timeout,
         max_result_bytes=max_result_bytes,
         log_argument_values=log_argument_values,
-        tags=tag_set(tags, origin),
+        tags=tags,
+        origin=origin,
     )
     overrides = {"read_only": read_only, "destructive": destructive, "idempotent": idempotent, "open_world": open_world}
     operations: list[tuple[str, str, Any, Callable[[], SchemaSignature], Callable[..., Any], str]] = []
@@ -127,34 +129,106 @@ def expose_view(
                     )
                 )
             break  # one route per Django view: the first named one
+    specs = [
+        OperationSpec(key, getattr(operation, "action", method), method, signature_factory, target, text)
+        for key, method, operation, signature_factory, target, text in operations
+    ]
+    return register_operations(
+        specs,
+        origin=origin,
+        name=name,
+        title=title,
+        overrides=overrides,
+        requires_confirmation=requires_confirmation,
+        task=task,
+        app=app,
+        common=common,
+        registry=target_registry,
+    )
+
+
+@dataclass(frozen=True)
+class OperationSpec:
+    """One operation of an HTTP API, ready to become a tool: what `expose_view` and `expose_ninja` share."""
+
+    key: str
+    action: str  # what `name=`, `task=` and `app=` mappings are keyed by
+    method: str  # the HTTP method, lower case: it sets the default hints and confirmation
+    signature_factory: Callable[[], SchemaSignature]
+    target: Callable[..., Any]
+    description: str
+    is_async: bool = False
+
+
+def common_fields(
+    *,
+    scopes: Iterable[str],
+    permissions: Iterable[str],
+    enabled: bool,
+    rate_limit: str,
+    timeout: float | None,
+    max_result_bytes: int | None,
+    log_argument_values: bool,
+    tags: Iterable[str],
+    origin: str,
+) -> dict[str, Any]:
+    """The fields every tool of one declaration shares, checked."""
+    return dict(
+        scopes=string_set(scopes, "scopes", origin),
+        permissions=string_set(permissions, "permissions", origin),
+        enabled_by_default=enabled,
+        rate_limit=rate_limit,
+        timeout=timeout,
+        max_result_bytes=max_result_bytes,
+        log_argument_values=log_argument_values,
+        tags=tag_set(tags, origin),
+    )
+
+
+def register_operations(
+    specs: list[OperationSpec],
+    *,
+    origin: str,
+    name: str | Mapping[str, str] | None,
+    title: str | None,
+    overrides: Mapping[str, bool | None],
+    requires_confirmation: ConfirmationDeclaration | None,
+    task: TaskSupport | Mapping[str, TaskSupport] | None,
+    app: AppDeclaration | Mapping[str, AppDeclaration],
+    common: Mapping[str, Any],
+    registry: CapabilityRegistry,
+) -> list[Capability]:
+    """Register one tool per operation: hints derived from the HTTP method (the declaration's own win), deletes
+    confirmed unless told otherwise, `task=` and `app=` per action."""
     if isinstance(app, Mapping):
-        exposed = {getattr(operation, "action", method) for _, method, operation, *_ in operations}
-        if unknown_apps := sorted(set(app) - exposed):
+        if unknown_apps := sorted(set(app) - {spec.action for spec in specs}):
             raise DeclarationError(f"{origin}: app= names actions not exposed: {unknown_apps}.")
     registered = []
-    for key, method, operation, signature_factory, target, text in operations:
-        action = getattr(operation, "action", method)
-        derived = {**drf_operations.annotations_for(method), **{k: v for k, v in overrides.items() if v is not None}}
+    for spec in specs:
+        derived = {
+            **drf_operations.annotations_for(spec.method),
+            **{k: v for k, v in overrides.items() if v is not None},
+        }
         capability = Capability(
-            key=key,
-            name=_name(name, action, key),
+            key=spec.key,
+            name=_name(name, spec.action, spec.key),
             kind="view",
-            target=target,
-            source=LazySignature(signature_factory),
+            target=spec.target,
+            source=LazySignature(spec.signature_factory),
             origin=origin,
             title=title,
-            description=text,
+            description=spec.description,
             annotations=Annotations(**derived),
-            is_async=False,
+            is_async=spec.is_async,
             **confirmation_fields(
-                requires_confirmation if requires_confirmation is not None else method == "delete", origin
+                requires_confirmation if requires_confirmation is not None else spec.method == "delete", origin
             ),
             call_style="mapping",
-            **task_fields(task.get(action) if isinstance(task, Mapping) else task, False, origin),
-            **app_field(app_for_action(app, action), origin),
+            **task_fields(task.get(spec.action) if isinstance(task, Mapping) else task, False, origin),
+            **app_field(app_for_action(app, spec.action), origin),
             **common,
         )
-        registered.append(target_registry.register(capability))
+        registered.append(registry.register(capability))
     if not registered:
         raise DeclarationError(f"{origin}: nothing to expose (no matching actions or methods).")
     return registered

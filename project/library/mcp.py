@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 import mcp_expose
 from mcp_expose import Conflict, InvocationContext, NotFound, Principal
 
-from . import api, views
+from . import api, ninja_api, views
 from .models import Author, Book, Loan
 
 Genre = Literal["fiction", "science", "history", "children"]
@@ -222,6 +222,10 @@ mcp_expose.expose_view(
 )
 mcp_expose.expose_view(views.AuthorCreateView, name="library.add_author_form", scopes=["library:write"])
 mcp_expose.expose_view(views.my_summary, name="library.my_summary", scopes=["library:read"], read_only=True)
+
+# The library's Django Ninja API (ninja_api.py): one call per scope; served as library_ninja_list_books and so on.
+mcp_expose.expose_ninja(ninja_api.api, operations=["list_books", "get_book"], resource="ninja", scopes=["library:read"])
+mcp_expose.expose_ninja(ninja_api.api, operations=["set_copies"], resource="ninja", scopes=["library:write"])
 
 # Authors straight from the model: allow-listed filters and ordering, paged by cursor.
 mcp_expose.ModelTools(

@@ -69,12 +69,29 @@ def view_request(
 ) -> HttpRequest:
     """The request the view sees. `encoding` is how the body travels: "json", "form" or "multipart" (with
     `files`, name → `UploadedFile`)."""
-    request = build_http_request(context.principal, context.headers, method, base_url=context.base_url)
     try:
         path = reverse(url_name, kwargs={key: str(value) for key, value in kwargs.items()})
     except NoReverseMatch:
         # The URL arguments fit no route: over HTTP the same path is a 404.
         raise NotFound("No such page: the URL arguments do not match the view's route.") from None
+    return request_at_path(context, method, path, query, body, encoding=encoding, files=files)
+
+
+def request_at_path(
+    context: InvocationContext,
+    method: str,
+    path: str,
+    query: Mapping[str, Any],
+    body: Mapping[str, Any] | None,
+    *,
+    encoding: str = "json",
+    files: Mapping[str, Any] | None = None,
+    parse_multipart: bool = False,
+) -> HttpRequest:
+    """`view_request` for a path already known: the caller, the query, the body as `encoding` says.
+    `parse_multipart`: fill `request.POST` and `request.FILES` from a multipart body, as Django's handler would
+    for views that read them (DRF's parsers read the body themselves)."""
+    request = build_http_request(context.principal, context.headers, method, base_url=context.base_url)
     request.path = request.path_info = path
     query_string = urlencode(_flatten(query), doseq=True)
     request.META["QUERY_STRING"] = query_string
@@ -104,6 +121,12 @@ def view_request(
         if encoding == "form":
             # A bare HttpRequest keeps POST as a plain attribute; Django views read the form from it.
             request.POST = QueryDict(payload)
+        elif encoding == "multipart" and parse_multipart:
+            from django.http.multipartparser import MultiPartParser
+
+            request.POST, request.FILES = MultiPartParser(  # type: ignore[assignment]
+                request.META, io.BytesIO(payload), request.upload_handlers
+            ).parse()
     if context.client_address:
         request.META["REMOTE_ADDR"] = context.client_address
     # The caller, for Django views (request.user) and DRF views (their authentication result).
