@@ -372,9 +372,9 @@ def test_callers_who_see_different_tools_get_different_listings(fast: LiveServer
 
 def test_callers_differing_only_in_what_no_tool_asks_share_one_encoded_listing(registry: Any) -> None:
     import mcp_expose
+    from mcp_expose.access.policy import listing_key
     from mcp_expose.catalog.compiled import compile_catalog
     from mcp_expose.core.principal import Principal
-    from mcp_expose.serving.fastpath import visibility
 
     def read() -> None:
         return None
@@ -387,12 +387,12 @@ def test_callers_differing_only_in_what_no_tool_asks_share_one_encoded_listing(r
             user=None, scopes=frozenset(scopes), method="oauth", permissions=frozenset(permissions), client_id=client_id
         )
 
-    base = visibility(caller({"shop:read"}, {"shop.view_order"}), catalog)
+    base = listing_key(caller({"shop:read"}, {"shop.view_order"}), catalog)
     assert (
-        visibility(caller({"shop:read", "mail:send"}, {"shop.view_order", "auth.add_user"}, "app-1"), catalog) == base
+        listing_key(caller({"shop:read", "mail:send"}, {"shop.view_order", "auth.add_user"}, "app-1"), catalog) == base
     )
-    assert visibility(caller(set(), {"shop.view_order"}), catalog) != base
-    assert visibility(caller({"shop:read"}, set()), catalog) != base
+    assert listing_key(caller(set(), {"shop.view_order"}), catalog) != base
+    assert listing_key(caller({"shop:read"}, set()), catalog) != base
 
 
 async def counted() -> int:

@@ -44,7 +44,7 @@ from mcp_types import methods as wire_methods
 from pydantic import BaseModel, ValidationError
 from starlette.types import Message, Receive, Scope, Send
 
-from mcp_expose.access.policy import decide
+from mcp_expose.access.policy import decide, listing_key
 from mcp_expose.access.protected_resource import request_origin
 from mcp_expose.calls.confirmation import StaleConfirmation
 from mcp_expose.calls.dispatch import CallRequest, ToolOutcome
@@ -87,28 +87,6 @@ HEADER_ANNOTATION = "x-mcp-header"
 Fallback = Callable[[Send], Awaitable[None]]
 
 
-def visibility(principal: Principal, catalog: Catalog) -> tuple[Any, ...]:
-    """What `policy.decide` reads from the caller, narrowed to what this catalog's tools ask about:
-    equal tuples see the same tools, and callers differing only in what no tool asks for share one."""
-    scopes, permissions, clients = catalog.remember(
-        "visibility-inputs",
-        lambda: (
-            frozenset().union(*(entry.scopes for entry in catalog.tools)),
-            frozenset().union(*(entry.permissions for entry in catalog.tools)),
-            frozenset().union(*(entry.allowed_clients for entry in catalog.tools)),
-        ),
-    )
-    return (
-        "tools/list",
-        principal.scopes & scopes,
-        principal.method == "local",
-        principal.client_id if principal.client_id in clients else None,
-        principal.permissions & permissions,
-        principal.is_superuser,
-        bool(getattr(principal.user, "is_active", False)),
-    )
-
-
 async def serve(
     plain: PlainRequest,
     principal: Principal,
@@ -141,7 +119,7 @@ async def serve_listing(
         and bool(catalog.app_pages())
         and apps_negotiated(_declared_capabilities(plain.params.get("_meta") or {}))
     )
-    key = (*visibility(principal, catalog), plain.version, apps)
+    key = ("tools/list", *listing_key(principal, catalog), plain.version, apps)
     varying = catalog.remember(
         "varying-tools", lambda: tuple(entry for entry in catalog.tools if entry.varies_by_caller)
     )

@@ -1,9 +1,9 @@
-"""A Django Ninja operation's tool schemas, read from the API's own OpenAPI document.
+"""A Django Ninja operation's tool schemas, as Ninja's OpenAPI generator describes the operation.
 
 Ninja already describes each operation to HTTP clients: its path, query, header and cookie parameters (a
 `Query[Schema]` flattened into its fields), its body (the schema itself when there is one, JSON, form or
-multipart) and each response's schema. That document is the contract HTTP clients rely on, so it is the source
-here too. The arguments are flattened as the DRF adapter flattens a view's: the path parameters, then the query
+multipart) and each response's schema. That description is the contract HTTP clients rely on, so it is the source
+here too, made for one operation at a time (see `_described`). The arguments are flattened as the DRF adapter flattens a view's: the path parameters, then the query
 parameters, headers and cookies, then the body's fields. A path parameter that shares a name with another
 argument is renamed `url_<name>`, as for DRF views. References are inlined and objects closed at every depth.
 
@@ -84,7 +84,7 @@ class _Arguments:
 
 
 def build_signature(operation: NinjaOperation, origin: str) -> NinjaSignature:
-    """The signature of `operation`, from its API's OpenAPI document."""
+    """The signature of `operation`, from Ninja's description of it."""
     details, definitions, output_definitions = _described(operation)
     arguments = _Arguments()
     parameters = [parameter for parameter in details.get("parameters", []) if parameter.get("in") in PARAMETER_SOURCES]
