@@ -491,3 +491,14 @@ def test_scopes_and_tasks_apply_as_to_every_tool(people: dict[str, Any]) -> None
         for book in granted.call_tool("ninja_parity.parity.author_books", arguments).structured_content["result"]
     ]
     assert titles == ["Cosmos", "Pale Blue Dot"]
+
+
+def test_an_async_operation_runs_inside_view_middleware_when_one_is_named(
+    people: dict[str, Any], registry: CapabilityRegistry, settings: Any
+) -> None:
+    """Without VIEW_MIDDLEWARE it is awaited on the loop; with it, inside that (sync) chain, as sync ones are."""
+    alone = over_mcp(registry, people["alice"], ERAS[0], "ninja_parity.parity.async_tenant", {})
+    assert_tool_result(alone, {"tenant": None})
+    settings.MCP_EXPOSE = {**settings.MCP_EXPOSE, "VIEW_MIDDLEWARE": ["tests.apps.toolbox.middleware.TenantMiddleware"]}
+    inside = over_mcp(registry, people["alice"], ERAS[0], "ninja_parity.parity.async_tenant", {})
+    assert_tool_result(inside, {"tenant": "public"})

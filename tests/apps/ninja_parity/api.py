@@ -171,6 +171,12 @@ async def async_book(request: HttpRequest, book_id: int) -> Any:
     return book
 
 
+@router.get("/async/tenant")
+async def async_tenant(request: HttpRequest) -> dict[str, Any]:
+    """What a VIEW_MIDDLEWARE middleware set on the request, if one ran."""
+    return {"tenant": getattr(request, "tenant", None)}
+
+
 @router.get("/report.csv")
 def report(request: HttpRequest) -> HttpResponse:
     rows = "\n".join(f"{book.title},{book.copies}" for book in Book.objects.order_by("title"))
