@@ -316,6 +316,15 @@ CASES = [
         lambda: {"book_id": 999999},
     ),
     Case(
+        "an operation of a router mounted inside another",
+        200,
+        "alice",
+        "get",
+        lambda: "/ninja-parity/parity/shelves/science/count",
+        "ninja_parity.shelves.shelf_count",
+        lambda: {"shelf": "science"},
+    ),
+    Case(
         "a header parameter",
         200,
         "alice",
@@ -451,6 +460,15 @@ def test_operations_are_chosen_by_name_method_or_path(registry: CapabilityRegist
         "ninja_parity.parity.author_books",
         "ninja_parity.parity.remove_book",
         "ninja_parity.parity.reserved",
+    ]
+    # A router brings the routers mounted inside it; one of those alone brings only its own.
+    whole = CapabilityRegistry()
+    expose_ninja(parity.router, api=parity.api, methods=["get"], registry=whole)
+    assert "ninja_parity.shelves.shelf_count" in [capability.key for capability in whole]
+    inner = CapabilityRegistry()
+    expose_ninja(parity.shelves, api=parity.api, name="ninja_parity.shelf_count", registry=inner)
+    assert [(capability.key, capability.name) for capability in inner] == [
+        ("ninja_parity.shelves.shelf_count", "ninja_parity.shelf_count")
     ]
     assert {capability.key for capability in registry} >= {capability.key for capability in chosen}
     delete = next(capability for capability in chosen if capability.key.endswith("remove_book"))

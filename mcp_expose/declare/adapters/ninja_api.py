@@ -13,7 +13,8 @@ throttles and decorators, with each `auth=` callable adapted to a caller who aut
   as tools see it (the same object a DRF view gets). An anonymous MCP caller is refused, as over HTTP.
 - Any other callable (a function of the project's) runs as it is, on the request the call makes.
 
-The names read here that Django Ninja does not document (`_get_bound_routers`, a mount's decorators) are read
+The names read here that Django Ninja does not document (`_get_bound_routers`, a mount's decorators, a router's
+mounted routers) are read
 through `_required`, so that a release that renames them fails at declaration, naming what is missing.
 """
 
@@ -81,15 +82,18 @@ def bound_operations(
     api = _the_api(api_or_router, api, origin)
     bound_routers = _required(api, "_get_bound_routers", origin)()
     if not isinstance(api_or_router, NinjaAPI):
-        bound_routers = [bound for bound in bound_routers if bound.template is api_or_router]
-        if not bound_routers:
+        mounts = [bound for bound in bound_routers if bound.template is api_or_router]
+        if not mounts:
             raise DeclarationError(f"{origin}: the router is not mounted in that API; add it with api.add_router().")
-        if len(bound_routers) > 1:
-            prefixes = ", ".join(repr(bound.prefix) for bound in bound_routers)
+        if len(mounts) > 1:
+            prefixes = ", ".join(repr(bound.prefix) for bound in mounts)
             raise DeclarationError(
-                f"{origin}: the router is mounted {len(bound_routers)} times ({prefixes}); expose the API with "
+                f"{origin}: the router is mounted {len(mounts)} times ({prefixes}); expose the API with "
                 "paths= naming the mount's paths instead."
             )
+        # The router and the routers mounted inside it, as its URLs serve them.
+        subtree = set(_subtree(api_or_router, origin))
+        bound_routers = [bound for bound in bound_routers if bound.template in subtree]
     wanted_methods = _methods(methods, origin)
     mount = _mount(api)
     found = []
@@ -130,6 +134,17 @@ def _the_api(api_or_router: Any, api: Any, origin: str) -> Any:
             f"{origin}: a Router can be mounted in several APIs; pass api=, the NinjaAPI whose URLs serve it."
         )
     return api
+
+
+def _subtree(router: Any, origin: str) -> Iterable[Any]:
+    """`router` and every router mounted inside it, at any depth."""
+    from ninja import Router
+
+    yield router
+    for mounted in _required(router, "_routers", origin):
+        child = next((part for part in mounted if isinstance(part, Router)), None)
+        if child is not None:
+            yield from _subtree(child, origin)
 
 
 def _required(owner: Any, name: str, origin: str) -> Any:

@@ -193,5 +193,16 @@ def shelf_mark(request: HttpRequest, branch: str = Header(..., alias="X-Branch",
     return {"branch": branch}
 
 
+shelves = Router()
+
+
+@shelves.get("/{shelf}/count")
+def shelf_count(request: HttpRequest, shelf: str) -> dict[str, Any]:
+    """A router mounted inside another: exposed with it."""
+    return {"shelf": shelf, "books": Book.objects.filter(genre=shelf).count()}
+
+
+router.add_router("/shelves", shelves)
+
 api = NinjaAPI(urls_namespace="ninja-parity", docs_url=None)
 api.add_router("/parity", router)
