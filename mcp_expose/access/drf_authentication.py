@@ -38,8 +38,6 @@ from mcp_expose.core.requests import build_http_request
 
 logger = logging.getLogger("mcp_expose.auth")
 
-SESSION_AUTHENTICATION = "rest_framework.authentication.SessionAuthentication"
-
 
 class DrfAuthenticator(Authenticator):
     options: ClassVar[frozenset[str]] = frozenset(

@@ -18,17 +18,18 @@ from mcp_expose.access.policy import decide
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.errors import McpExposeError
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.apps import App
 
 logger = logging.getLogger("mcp_expose.apps")
 
 
-class UnknownPage(LookupError):
+class UnknownPage(McpExposeError, LookupError):
     """No page at this `ui://` URI that the caller may read (missing and forbidden look alike)."""
 
 
-class PageFailed(Exception):
+class PageFailed(McpExposeError):
     """The page's template could not be rendered; the message says why, without the template's internals."""
 
 

@@ -27,7 +27,7 @@ from mcp_expose.catalog.compiled import ToolEntry
 from mcp_expose.core.asking import Elicit, InputRequired, next_round_state, read_state
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.db import tidies_connections
-from mcp_expose.core.errors import AccessDenied, ToolError
+from mcp_expose.core.errors import AccessDenied, McpExposeError, ToolError
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.registry import CLIENT_CHANNEL
 
@@ -47,7 +47,7 @@ class ConfirmationDeclined(ToolError):
     default_message = "The call was not approved."
 
 
-class StaleConfirmation(Exception):
+class StaleConfirmation(McpExposeError):
     """The confirmation in the request state was already answered or used: a replay."""
 
 

@@ -22,9 +22,10 @@ from mcp_expose.catalog.compiled import ToolEntry
 from mcp_expose.core.content import CONTENT_TYPES, as_bundle
 from mcp_expose.core.context import InvocationContext
 from mcp_expose.core.db import in_worker_thread, tidies_connections
+from mcp_expose.core.errors import McpExposeError
 
 
-class CallAbandoned(Exception):
+class CallAbandoned(McpExposeError):
     """Raised inside an abandoned sync call, to roll its transaction back."""
 
 
@@ -40,7 +41,7 @@ _WRITES_TOLD: dict[Writes, str] = {
 }
 
 
-class ToolTimeout(Exception):
+class ToolTimeout(McpExposeError):
     """The caller stopped waiting. `writes` says what became of what the tool wrote, so that the answer
     claims only what is true (only a writing sync tool's transaction is rolled back)."""
 

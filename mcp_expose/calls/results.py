@@ -22,10 +22,12 @@ from django.utils.duration import duration_iso_string
 from django.utils.functional import Promise
 from pydantic import BaseModel
 
+from mcp_expose.core.errors import McpExposeError
+
 MAX_DEPTH = 128
 
 
-class ProjectionError(Exception):
+class ProjectionError(McpExposeError):
     """The value cannot be sent as JSON. Its message is for the log, never for the client."""
 
 
@@ -143,7 +145,7 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-class ResultTooLarge(Exception):
+class ResultTooLarge(McpExposeError):
     """A result over its tool's size limit: answered as `result_too_large`, never cut.
 
     A cut result is a wrong answer the model may trust: a page cut short loses the items its next cursor skips, a

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.endpoints import DEFAULT_ENDPOINT
+from mcp_expose.core.errors import McpExposeError
 from mcp_expose.core.principal import Principal
 from mcp_expose.core.task_states import ACTIVE, TaskRun, TaskStatus
 
@@ -39,7 +40,7 @@ MAX_TASK_ID_LENGTH = 64
 STATUS_MESSAGE_LENGTH = 500
 
 
-class TaskRefused(Exception):
+class TaskRefused(McpExposeError):
     """No task was made: the caller has too many, or the queue could not take it."""
 
     def __init__(self, code: str, message: str) -> None:

@@ -7,12 +7,13 @@ import logging
 import threading
 from typing import Any
 
+from mcp_expose.core.errors import McpExposeError
 from mcp_expose.core.outage import database_unavailable, first_line
 
 logger = logging.getLogger("mcp_expose.usage")
 
 
-class DatabaseUnavailable(Exception):
+class DatabaseUnavailable(McpExposeError):
     """The database cannot take rows right now (locked, down, unreachable): keep them and try again later."""
 
 

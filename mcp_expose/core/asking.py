@@ -33,7 +33,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
-from mcp_expose.core.errors import ToolError
+from mcp_expose.core.errors import McpExposeError, ToolError
 
 # Request-state entries: what was answered (with a digest of each question), what the last round
 # asked, and that round's single-use id.
@@ -108,7 +108,7 @@ class ListRoots:
 Question = Elicit | Sample | ListRoots
 
 
-class InputRequired(Exception):
+class InputRequired(McpExposeError):
     """The call stops here until the client answers `questions` (2026-07-28)."""
 
     def __init__(self, questions: Mapping[str, Question], state: str) -> None:
@@ -121,7 +121,7 @@ class InputRequired(Exception):
         return types.InputRequiredResult(input_requests=requests, request_state=self.state)
 
 
-class MissingClientCapability(Exception):
+class MissingClientCapability(McpExposeError):
     """The client did not declare what a question needs; answered as JSON-RPC -32021."""
 
     def __init__(self, capabilities: Sequence[str]) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from mcp_expose.core.conf import get_settings
-from mcp_expose.core.errors import ToolError
+from mcp_expose.core.errors import McpExposeError, ToolError
 
 CONVERSATION_HEADER = "x-conversation-id"
 # Sent on every request to an upstream: this deployment's mark, so that a request that comes back to it (an
@@ -27,7 +27,7 @@ DEPTH_HEADER = "x-agent-depth"
 CONVERSATION_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
-class InvalidChain(ValueError):
+class InvalidChain(McpExposeError, ValueError):
     """A malformed or too-deep chain header; the message says which and why."""
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_expose.core.asking import Answer, ClientInput, Question
 from mcp_expose.core.chain import CallChain
+from mcp_expose.core.errors import McpExposeError
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -28,7 +29,7 @@ async def no_log(level: str, data: Any) -> None:
     return None
 
 
-class ContinueAsTask(Exception):  # noqa: N818  (a signal to the dispatcher, not an error)
+class ContinueAsTask(McpExposeError):  # noqa: N818  (a signal to the dispatcher, not an error)
     """Raised by `InvocationContext.continue_as_task()` in a call that becomes a task there."""
 
 

@@ -14,7 +14,6 @@ from django.core.exceptions import ImproperlyConfigured
 
 __all__ = [
     "AccessDenied",
-    "AlreadyRegistered",
     "Conflict",
     "DeclarationError",
     "InvalidInput",
@@ -34,10 +33,6 @@ class McpExposeError(Exception):
 
 class DeclarationError(McpExposeError, ImproperlyConfigured):
     """A capability was declared in a way that cannot be served."""
-
-
-class AlreadyRegistered(DeclarationError):
-    """Two declarations claim the same identity or the same wire name."""
 
 
 class UnknownTool(McpExposeError):

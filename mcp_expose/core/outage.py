@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from django.db import InterfaceError, InternalError, OperationalError
 
+from mcp_expose.core.errors import McpExposeError
+
 logger = logging.getLogger("mcp_expose.dispatch")
 
 # What the drivers say when the database cannot serve this call now (lowercased). Any other error, such as
@@ -51,7 +53,7 @@ UNAVAILABLE_MESSAGES = (
 SUMMARY_EVERY = 60.0
 
 
-class DependencyUnavailable(Exception):
+class DependencyUnavailable(McpExposeError):
     """A request cannot be served because `dependency` ("database", "cache") cannot answer right now.
 
     Known outages travel as this, so the edge answers 503 with Retry-After, and a tool call `unavailable`,

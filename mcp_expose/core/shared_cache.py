@@ -111,7 +111,3 @@ breaker = CacheBreaker()
 def guarded(what: str, operation: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """One call to the shared cache behind this process's breaker."""
     return breaker.call(what, operation, *args, **kwargs)
-
-
-def cache_unavailable(exc: BaseException) -> bool:
-    return isinstance(exc, DependencyUnavailable) and exc.dependency == "cache"

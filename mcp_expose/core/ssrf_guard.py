@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.errors import McpExposeError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 # Instance metadata and credential services, refused whatever is allowed: AWS, GCP, Azure and OpenStack
@@ -42,7 +43,7 @@ LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost
 MAX_URL_LENGTH = 2000
 
 
-class AddressRefused(ValueError):
+class AddressRefused(McpExposeError, ValueError):
     """The URL, or an address its host resolves to, is not one an upstream may have; the message says why."""
 
 

@@ -32,12 +32,12 @@ from mcp_expose import __version__
 from mcp_expose.access.protected_resource import authorization_servers, metadata_url, resource_uri
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.endpoints import endpoints
+from mcp_expose.core.errors import McpExposeError
 from mcp_expose.serving.versions import PROTOCOL_VERSIONS
 from mcp_expose.upstream.transport import BoundedTransport, UpstreamRefused
 
 SCHEMA = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json"
 MEDIA_TYPE = "application/mcp-server-card+json"
-WELL_KNOWN = "/.well-known/mcp/server-card"
 # Appended to an endpoint's path: the address the draft recommends.
 CARD_SUFFIX = "/server-card"
 CARD_NAME = re.compile(r"[A-Za-z0-9.-]+/[A-Za-z0-9._-]+")
@@ -123,7 +123,7 @@ class CardSuggestion:
     title: str = ""
 
 
-class CardUnreadable(ValueError):
+class CardUnreadable(McpExposeError, ValueError):
     """The card could not be fetched or read; the message says why, and nothing the card said."""
 
 

@@ -30,6 +30,7 @@ from starlette.types import Receive, Scope, Send
 
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.context import LOG_LEVELS
+from mcp_expose.core.errors import McpExposeError
 from mcp_expose.core.principal import PRINCIPAL_SCOPE_KEY
 from mcp_expose.serving.capacity import CAPACITY_REACHED, CallerKey, Refusal, Slots, caller_key
 
@@ -199,7 +200,7 @@ class SessionManager(StreamableHTTPSessionManager):
         await super()._discard_session(session_id, transport)
 
 
-class CallerAtCapacity(Exception):
+class CallerAtCapacity(McpExposeError):
     def __init__(self, refusal: Refusal) -> None:
         super().__init__(refusal.message)
         self.refusal = refusal

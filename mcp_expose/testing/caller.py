@@ -19,13 +19,14 @@ from mcp_expose.access.stepup import missing_scopes
 from mcp_expose.catalog.compiled import Catalog, CatalogProvider, provider
 from mcp_expose.catalog.revision import current_revision
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.errors import McpExposeError
 from mcp_expose.core.principal import Principal, anonymous_principal
 from mcp_expose.declare.registry import CapabilityRegistry
 from mcp_expose.management.cli import local_principal
 from mcp_expose.signals import catalog_changed
 
 
-class HttpRefusal(Exception):
+class HttpRefusal(McpExposeError):
     """What the HTTP edge would have answered instead of MCP: 401 (no usable credential) or 403 (an OAuth
     token lacking scopes: the step-up challenge naming `scopes`)."""
 

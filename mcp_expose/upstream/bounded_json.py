@@ -11,6 +11,8 @@ import json
 import re
 from typing import Any
 
+from mcp_expose.core.errors import McpExposeError
+
 # What a too-deep value is replaced with. An upstream that sends this object itself is refused as too deep,
 # which is what it asked for.
 TOO_DEEP_KEY = "\u0000mcp_expose.too_deep"
@@ -31,7 +33,7 @@ _LEADING_NAME = re.compile(rb'\s*\{\s*"name"\s*:\s*"([A-Za-z0-9_.-]{1,128})"')
 ENTRY_LIST_DEPTH = 3
 
 
-class UnreadableJSON(ValueError):
+class UnreadableJSON(McpExposeError, ValueError):
     """The text is not JSON at all (or larger than allowed): nothing in it can be read."""
 
 

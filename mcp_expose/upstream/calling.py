@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.context import InvocationContext
-from mcp_expose.core.errors import ToolError, UpstreamError, UpstreamUnavailable
+from mcp_expose.core.errors import McpExposeError, ToolError, UpstreamError, UpstreamUnavailable
 from mcp_expose.upstream.breaker import CircuitBreaker
 from mcp_expose.upstream.client_credentials import TokenUnavailable, tokens
 from mcp_expose.upstream.discovery import UpstreamTarget, describe_failure
@@ -89,7 +89,7 @@ def breaker() -> CircuitBreaker:
     return _BREAKER
 
 
-class _Failed(Exception):
+class _Failed(McpExposeError):
     """The upstream could not be used for this call (counted by the breaker); `error` is the answer."""
 
     def __init__(self, error: ToolError) -> None:
@@ -153,7 +153,7 @@ async def _authorization(target: UpstreamTarget) -> dict[str, str]:
         raise _Failed(_unavailable(target, str(exc))) from None
 
 
-class _Refused401(Exception):
+class _Refused401(McpExposeError):
     pass
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import anyio
 import httpx2
 
+from mcp_expose.core.errors import McpExposeError
 from mcp_expose.upstream.transport import BoundedTransport, UpstreamRefused
 
 MAX_TOKEN_ANSWER = 64 * 1024
@@ -27,7 +28,7 @@ DEFAULT_LIFETIME = 300.0
 ERROR_CODE = re.compile(r"[a-z_]{1,64}")
 
 
-class TokenUnavailable(Exception):
+class TokenUnavailable(McpExposeError):
     """No token could be had; the message says why without quoting the authorization server."""
 
 

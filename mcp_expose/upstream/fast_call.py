@@ -42,6 +42,7 @@ from mcp_types import jsonrpc_message_adapter
 from mcp_types.methods import validate_server_result
 
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.errors import McpExposeError
 
 MODERN = "2026-07-28"
 REQUEST_ID = 1  # one request per exchange, as the SDK numbers a fresh session's first call
@@ -49,7 +50,7 @@ _CLIENT_INFO = DEFAULT_CLIENT_INFO.model_dump(by_alias=True, mode="json", exclud
 _USER_AGENT = f"python-httpx2/{httpx2.__version__}"
 
 
-class Redirected(Exception):  # noqa: N818  (a signal to the caller, not an error)
+class Redirected(McpExposeError):  # noqa: N818  (a signal to the caller, not an error)
     """The upstream answered with a redirect, unread: the SDK's path decides whether to follow it."""
 
 

@@ -28,6 +28,7 @@ from django.utils.translation import gettext as _
 
 from mcp_expose.core.background import backend_named, task
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.errors import McpExposeError
 from mcp_expose.models import UpstreamServer
 from mcp_expose.upstream.snapshots import rediscover
 
@@ -38,7 +39,7 @@ State = UpstreamServer.DiscoveryState
 RUNNING_MARGIN = 60.0
 
 
-class NotQueued(Exception):
+class NotQueued(McpExposeError):
     """No discovery was queued: the backend cannot take it (the message says why)."""
 
 

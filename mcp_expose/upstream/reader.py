@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from mcp_expose.core.conf import get_settings
-from mcp_expose.core.errors import DeclarationError
+from mcp_expose.core.errors import DeclarationError, McpExposeError
 from mcp_expose.declare.json_schemas import freeze, inline_refs, thaw
 from mcp_expose.declare.names import MAX_NAME_LENGTH, upstream_wire_name
 from mcp_expose.upstream.bounded_json import TOO_LARGE_KEY, depth_of
@@ -91,7 +91,7 @@ class ToolDefinition:
         return hashlib.sha256(encoded.encode()).hexdigest()
 
 
-class Refused(Exception):
+class Refused(McpExposeError):
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(problem)
         self.field = field

@@ -13,10 +13,12 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.utils.crypto import salted_hmac
 
+from mcp_expose.core.errors import McpExposeError
+
 SEALED_PREFIX = "fernet:"
 
 
-class SecretUnavailable(Exception):
+class SecretUnavailable(McpExposeError):
     """A sealed secret that cannot be opened, or a secret's environment variable that is not set; the message
     says which, never the secret."""
 

@@ -20,6 +20,7 @@ import anyio
 from django.db import transaction
 from django.utils import timezone
 
+from mcp_expose.core.errors import McpExposeError
 from mcp_expose.models import ExposedTool, UpstreamServer, UpstreamTool
 from mcp_expose.upstream.compatibility import schema_break
 from mcp_expose.upstream.discovery import Discovery, UpstreamTarget, discover
@@ -121,7 +122,7 @@ def _reread(tool: UpstreamTool, definition: dict[str, Any], digest: str, now: An
     return outcome
 
 
-class NothingToApprove(ValueError):
+class NothingToApprove(McpExposeError, ValueError):
     """The tool has no proposed definition, or is withdrawn or blocked: the message says which."""
 
 

@@ -21,6 +21,7 @@ import httpx2
 
 from mcp_expose.core.chain import INSTANCE_HEADER, instance_mark
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.errors import McpExposeError
 from mcp_expose.core.ssrf_guard import AddressRefused, connectable_address
 from mcp_expose.upstream.bounded_json import UnreadableJSON, loads_listing
 from mcp_expose.upstream.reader import Diagnostic, ToolDefinition, read_tools
@@ -30,7 +31,7 @@ from mcp_expose.upstream.tls import upstream_tls
 PAGE_DEPTH = 64
 
 
-class UpstreamRefused(httpx2.TransportError):
+class UpstreamRefused(McpExposeError, httpx2.TransportError):
     """An upstream, or its answer, that is not accepted; the message says why (and nothing it sent)."""
 
 

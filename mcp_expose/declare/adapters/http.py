@@ -25,7 +25,7 @@ from django.urls import NoReverseMatch, reverse
 
 from mcp_expose.core.content import ContentBundle, EmbeddedResource
 from mcp_expose.core.context import InvocationContext
-from mcp_expose.core.errors import AccessDenied, Conflict, InvalidInput, NotFound, ToolError
+from mcp_expose.core.errors import AccessDenied, Conflict, InvalidInput, McpExposeError, NotFound, ToolError
 from mcp_expose.core.requests import build_http_request
 
 
@@ -52,7 +52,7 @@ STATUS_CODES: Mapping[int, str] = {
 }
 
 
-class ViewFailed(Exception):
+class ViewFailed(McpExposeError):
     """A view answered 5xx; the details go to the log, the client sees an internal error."""
 
 
