@@ -218,6 +218,27 @@ def _dotted_name_messages(names: list[str], where: str) -> list[checks.CheckMess
 
 
 @checks.register(checks.Tags.compatibility)
+def check_sdk_pieces(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """W018 for each feature turned on whose unpublished SDK pieces this SDK lacks (it falls back at startup)."""
+    from mcp_expose.serving.sdk_internals import missing_pieces, sdk_version
+
+    conf = get_settings()
+    fallbacks = {"FAST_PATH": "every request is served through the SDK", "LEGACY_SESSIONS": "2025-11-25 clients "
+                 "are served statelessly"}  # fmt: skip
+    return [
+        checks.Warning(
+            f"MCP_EXPOSE['{setting}'] is on, but the installed SDK (mcp {sdk_version()}) lacks what it uses of the "
+            f"SDK's unpublished pieces: {'; '.join(problems)}. It is off at startup: {fallbacks[setting]}.",
+            hint="Install an mcp release this version of django-mcp-expose supports (see its changelog), or turn "
+            f"{setting} off to silence this.",
+            id="mcp_expose.W018",
+        )
+        for setting, problems in missing_pieces().items()
+        if getattr(conf, setting)
+    ]
+
+
+@checks.register(checks.Tags.compatibility)
 def check_catalog_lint(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """The catalog lint as warnings, for the tools as declared: it reads no database (Django 6 passes every
     alias to every check; `check_rows`, a database check, lints what the admin's rows change)."""

@@ -20,7 +20,7 @@ from mcp_expose.core.context import InvocationContext
 from mcp_expose.core.errors import ToolError
 from mcp_expose.core.ssrf_guard import AddressRefused, IPAddress, connectable_address
 from mcp_expose.upstream.tls import upstream_tls
-from mcp_expose.upstream.transport import send_pinned
+from mcp_expose.upstream.transport import MCP_CLIENT_TIMEOUT, send_pinned
 
 
 class OutboundRefused(ToolError):
@@ -44,13 +44,12 @@ async def mcp_client(
     """
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
     chain_headers = context.outbound_headers()
     await _checked(url)
     http = httpx2.AsyncClient(
         headers={**(headers or {}), **chain_headers},
-        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+        timeout=MCP_CLIENT_TIMEOUT,
         transport=GuardedTransport(),
     )
     async with http, Client(streamable_http_client(url, http_client=http), **client_options) as client:

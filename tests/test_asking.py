@@ -22,8 +22,9 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
+
+from mcp_expose.testing.live import mcp_http_client
 
 from .live import LiveServer, jsonrpc_body, modern_headers, prepare_demo, run_server
 from .test_invocation import authors_named
@@ -73,7 +74,7 @@ class ScriptedClient:
 
     def client(self, url: str, mode: str, *, sampling: bool = True, key: str | None = None) -> tuple[Any, Client]:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        http = create_mcp_http_client(headers=headers)
+        http = mcp_http_client(headers=headers)
         client = Client(
             streamable_http_client(url, http_client=http),  # type: ignore[arg-type]
             mode=mode,
@@ -227,7 +228,7 @@ async def test_log_messages_follow_each_eras_rules(stateful: LiveServer) -> None
     async def on_log(params: Any) -> None:
         received.append(f"{params.level}:{params.data}")
 
-    http = create_mcp_http_client()
+    http = mcp_http_client()
     async with (
         http,
         Client(
@@ -277,7 +278,7 @@ async def test_stateful_legacy_sessions_hear_list_changes(stateful: LiveServer) 
             if method == "notifications/tools/list_changed":
                 changed.set()
 
-    http = create_mcp_http_client()
+    http = mcp_http_client()
     async with (
         http,
         Client(
@@ -305,7 +306,7 @@ async def test_resource_updates_reach_subscribers_in_both_eras(stateful: LiveSer
             heard.append(message.params.uri)
             updated.set()
 
-    http = create_mcp_http_client()
+    http = mcp_http_client()
     async with (
         http,
         Client(
@@ -324,7 +325,7 @@ async def test_resource_updates_reach_subscribers_in_both_eras(stateful: LiveSer
             await legacy.subscribe_resource("test://nothing-here")
     assert heard == [uri] and unknown.value.error.code == types.INVALID_PARAMS
 
-    http = create_mcp_http_client()
+    http = mcp_http_client()
     async with http, Client(streamable_http_client(stateful.mcp_url, http_client=http)) as modern:  # type: ignore[arg-type]
         async with modern.listen(resource_subscriptions=[uri]) as subscription:
             await modern.call_tool("test_touch_watched_resource", {})

@@ -735,16 +735,21 @@ FUTURE_SDK = Path(__file__).parent / "future_sdk"
 
 @pytest.mark.anyio
 async def test_an_sdk_without_a_borrowed_piece_serves_everything_through_the_sdk(data: Path, key: str) -> None:
-    """A later SDK without one of the unpublished pieces the fast path uses: the server still starts, warns once
-    naming the piece, and answers tools/list and tools/call in both eras through the SDK (no fast answers)."""
+    """A later SDK without one of the unpublished pieces the fast path uses, and without a method stateful sessions
+    override: the server still starts, warns once for each feature naming the piece, answers tools/list and
+    tools/call in both eras through the SDK (no fast answers), and serves 2025-11-25 clients statelessly."""
     from .live import demo_env
     from .mcp_client import MODES, connect
+    from .test_streams import INITIALIZE, legacy_headers
 
     path = os.pathsep.join([str(FUTURE_SDK), demo_env(data)["PYTHONPATH"]])
+    removed = "mcp.server.runner:modern_error_data,mcp.server.streamable_http_manager:StreamableHTTPSessionManager._admit_session"
     with run_server(
         data, **LIVE_SETTINGS, MCP_TEST_FAST_PATH="1", MCP_EXPOSE_LOG_LEVEL="DEBUG", PYTHONPATH=path,
-        MCP_TEST_REMOVE_SDK_NAMES="mcp.server.runner:modern_error_data",
+        MCP_TEST_LEGACY_SESSIONS="1", MCP_TEST_REMOVE_SDK_NAMES=removed,
     ) as live:  # fmt: skip
+        opened = httpx2.post(live.mcp_url, headers=legacy_headers(key), content=INITIALIZE)
+        assert opened.status_code == 200 and "mcp-session-id" not in opened.headers, opened.headers
         for mode in MODES:
             async with connect(live.mcp_url, key, mode) as client:
                 assert client.protocol_version == MODES[mode]
@@ -758,11 +763,14 @@ async def test_an_sdk_without_a_borrowed_piece_serves_everything_through_the_sdk
     assert "mcp.server.runner.modern_error_data (missing)" in log, log
     assert "Every request is served through the SDK" in log
     assert fast_answers(live) == 0, log
+    assert log.count("LEGACY_SESSIONS is off") == 1, log
+    assert "StreamableHTTPSessionManager._admit_session (missing)" in log, log
+    assert "2025-11-25 clients are served statelessly" in log
 
 
 def test_borrowed_pieces_are_checked_for_their_shape() -> None:
     """Each borrowed piece is found in this SDK; one that moved, vanished or changed shape is named as such."""
-    from mcp_expose.serving.sdk_internals import WANTED, probe
+    from mcp_expose.serving.sdk_internals import FAST_PATH_WANTS, probe
 
     pieces, problems = probe()
     assert pieces is not None and problems == ()
@@ -773,7 +781,7 @@ def test_borrowed_pieces_are_checked_for_their_shape() -> None:
         "check_accept_headers": ("mcp.server.no_such_module", "check_accept_headers"),
     }
     changed = {key: dataclasses.replace(want, module=elsewhere[key][0], name=elsewhere[key][1])
-               for key, want in WANTED.items()}  # fmt: skip
+               for key, want in FAST_PATH_WANTS.items()}  # fmt: skip
     pieces, problems = probe(changed)
     assert pieces is None
     assert problems == [

@@ -14,7 +14,8 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+
+from mcp_expose.testing.live import mcp_http_client
 
 from .live import (
     LIVE_SETTINGS,
@@ -64,7 +65,7 @@ def elicitation_client(url: str, key: str, answer: types.ElicitResult, seen: lis
             seen.append(json.dumps(params.requested_schema, sort_keys=True))
         return answer
 
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+    http = mcp_http_client(headers={"Authorization": f"Bearer {key}"})
     return http, Client(streamable_http_client(url, http_client=http), elicitation_callback=callback)
 
 

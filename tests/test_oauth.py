@@ -569,8 +569,9 @@ async def test_the_sdk_client_registers_signs_in_and_steps_up_by_itself(server: 
     from mcp import Client
     from mcp.client.auth import OAuthClientProvider
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
     from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+
+    from mcp_expose.testing.live import mcp_http_client
 
     consents: list[str] = []
     redirects: list[dict[str, list[str]]] = []
@@ -599,7 +600,7 @@ async def test_the_sdk_client_registers_signs_in_and_steps_up_by_itself(server: 
             redirect_handler=approve_in_browser,
             callback_handler=read_callback,
         )
-        http = create_mcp_http_client(auth=provider)
+        http = mcp_http_client(auth=provider)
         async with http, Client(streamable_http_client(server.mcp_url, http_client=http), mode=mode) as client:
             names = [tool.name for tool in (await client.list_tools()).tools]
             assert library_tools(names) == ["library.echo", "library.whoami"]

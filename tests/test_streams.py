@@ -16,9 +16,9 @@ import httpx2
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from mcp_expose.serving.capacity import CAPACITY_REACHED
+from mcp_expose.testing.live import mcp_http_client
 
 from .live import (
     HANG_GUARD_SECONDS,
@@ -56,7 +56,7 @@ async def test_a_change_saved_from_a_shell_reaches_listen_streams_and_sessions(t
             heard_by_session.set()
 
     with run_server(tmp_path, **LIVE_SETTINGS, MCP_TEST_LEGACY_SESSIONS="1") as server:
-        http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+        http = mcp_http_client(headers={"Authorization": f"Bearer {key}"})
         legacy = Client(
             streamable_http_client(server.mcp_url, http_client=http),
             mode="legacy",  # type: ignore[arg-type]

@@ -48,7 +48,7 @@ from mcp_expose.catalog.revision import REVISION_KEY, keep_auditing, local_stamp
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.endpoints import Endpoint, endpoints
 from mcp_expose.core.principal import PRINCIPAL_SCOPE_KEY, Principal
-from mcp_expose.serving import fastpath, fastpath_legacy, fastpath_requests
+from mcp_expose.serving import fastpath, fastpath_legacy, fastpath_requests, sdk_internals
 from mcp_expose.serving.draining import end_streams_on_stop, server_stopping
 from mcp_expose.serving.edge import check_host, check_request
 from mcp_expose.serving.edge_failures import answering_failures
@@ -116,7 +116,8 @@ class McpExposeASGI:
         self.endpoints = endpoints()
         self.path = self.endpoints[0].path
         self.health = health_paths(self.path, conf.HEALTH_PATH)
-        self.stateful = conf.LEGACY_SESSIONS and streams
+        # Stateful only while the SDK still has what the sessions override (else one warning, and stateless).
+        self.stateful = conf.LEGACY_SESSIONS and streams and sdk_internals.sessions_can_be_stateful()
         self.json_response = conf.JSON_RESPONSE or not streams
         sessions = SessionMemory() if self.stateful else None
         self.bus = InMemorySubscriptionBus()

@@ -1,9 +1,15 @@
-"""The SDK pieces the fast path borrows from outside the SDK's public API, looked up and checked at startup.
+"""Every SDK name we use that the SDK does not publish, looked up and checked at startup.
 
-The fast path answers plain 2026-07-28 requests exactly as the SDK would, with a few of the SDK's own pieces that
-it does not publish: constants of a private module, helpers outside any `__all__`. A later SDK may move, rename or
-reshape them without notice. `borrowed()` looks each one up and checks its shape once; when one is missing or
-changed, the server logs one warning naming it and serves every request through the SDK, which needs none of them.
+Two features lean on unpublished pieces of the SDK:
+- the fast path answers plain 2026-07-28 requests exactly as the SDK would, with constants of a private module and
+  helpers outside any `__all__`;
+- stateful 2025-11-25 sessions (`LEGACY_SESSIONS`) override three private methods of the SDK's session manager, to
+  cap sessions per caller and to forget a session's memory when it ends.
+
+A later SDK may move, rename or reshape any of them without notice. Each feature's pieces are probed once; when one
+is missing or changed, the server logs one warning naming it, and serves through the SDK's public path instead: every
+request through the SDK for the fast path, stateless 2025-11-25 serving for sessions. `tests/test_sdk_internals.py`
+reads the package's source and fails on a private SDK name used anywhere that is not listed here.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 logger = logging.getLogger("mcp_expose.fastpath")
+sessions_logger = logging.getLogger("mcp_expose.sessions")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +39,16 @@ class Borrowed:
 
 @dataclass(frozen=True, slots=True)
 class Wanted:
-    """One borrowed piece: where it lives, and the shape it must have."""
+    """One unpublished piece: where it lives (`name` may be `Class.attribute`), and the shape it must have."""
 
     module: str
     name: str
     fits: Callable[[Any], bool]
     shape: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.module}.{self.name}"
 
 
 def _header_list(value: Any) -> bool:
@@ -50,9 +61,11 @@ def _seconds(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
-def _function_of(*names: str) -> Callable[[Any], bool]:
+def _function_of(*names: str, coroutine: bool = False) -> Callable[[Any], bool]:
+    """A callable whose leading parameters are `names`, needing no others (a coroutine function if asked)."""
+
     def fits(value: Any) -> bool:
-        if not callable(value):
+        if not callable(value) or (coroutine and not inspect.iscoroutinefunction(value)):
             return False
         try:
             parameters = list(inspect.signature(value).parameters.values())
@@ -65,7 +78,7 @@ def _function_of(*names: str) -> Callable[[Any], bool]:
 
 
 MODERN_HTTP = "mcp.server._streamable_http_modern"
-WANTED: dict[str, Wanted] = {
+FAST_PATH_WANTS: dict[str, Wanted] = {
     "sse_headers": Wanted(MODERN_HTTP, "_SSE_HEADERS", _header_list, "a list of (bytes, bytes) header pairs"),
     "sse_ping_interval": Wanted(MODERN_HTTP, "_SSE_PING_INTERVAL", _seconds, "a positive number of seconds"),
     "modern_error_data": Wanted("mcp.server.runner", "modern_error_data", _function_of("exc"), "a function of (exc)"),
@@ -73,45 +86,104 @@ WANTED: dict[str, Wanted] = {
         "mcp.server.streamable_http", "check_accept_headers", _function_of("request"), "a function of (request)"
     ),
 }
-assert set(WANTED) == {field.name for field in fields(Borrowed)}
+assert set(FAST_PATH_WANTS) == {field.name for field in fields(Borrowed)}
+
+MANAGER = "mcp.server.streamable_http_manager"
+SESSION_WANTS: dict[str, Wanted] = {
+    "handle_stateful_request": Wanted(
+        MANAGER,
+        "StreamableHTTPSessionManager._handle_stateful_request",
+        _function_of("self", "scope", "receive", "send", coroutine=True),
+        "a coroutine function of (self, scope, receive, send)",
+    ),
+    "admit_session": Wanted(
+        MANAGER,
+        "StreamableHTTPSessionManager._admit_session",
+        _function_of("self", "requestor"),
+        "a function of (self, requestor)",
+    ),
+    "discard_session": Wanted(
+        MANAGER,
+        "StreamableHTTPSessionManager._discard_session",
+        _function_of("self", "session_id", "transport", coroutine=True),
+        "a coroutine function of (self, session_id, transport)",
+    ),
+}
+
+# Every unpublished SDK name the package uses, by the feature that falls back without it.
+EVERY_WANT: dict[str, dict[str, Wanted]] = {"FAST_PATH": FAST_PATH_WANTS, "LEGACY_SESSIONS": SESSION_WANTS}
 
 
-def probe(wanted: dict[str, Wanted] = WANTED) -> tuple[Borrowed | None, Sequence[str]]:
-    """Each wanted piece looked up and checked: all of them, or None and what is missing or changed."""
+def _look_up(want: Wanted) -> Any:
+    value: Any = importlib.import_module(want.module)
+    for part in want.name.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def probe(wanted: dict[str, Wanted] = FAST_PATH_WANTS) -> tuple[dict[str, Any] | None, Sequence[str]]:
+    """Each wanted piece looked up and checked: all of them by key, or None and what is missing or changed."""
     found: dict[str, Any] = {}
     problems: list[str] = []
     for key, want in wanted.items():
-        where = f"{want.module}.{want.name}"
         try:
-            value = getattr(importlib.import_module(want.module), want.name)
+            value = _look_up(want)
         except ImportError:
-            problems.append(f"{where} (its module cannot be imported)")
+            problems.append(f"{want.where} (its module cannot be imported)")
             continue
         except AttributeError:
-            problems.append(f"{where} (missing)")
+            problems.append(f"{want.where} (missing)")
             continue
         if not want.fits(value):
-            problems.append(f"{where} (no longer {want.shape})")
+            problems.append(f"{want.where} (no longer {want.shape})")
             continue
         found[key] = value
-    return (None, problems) if problems else (Borrowed(**found), ())
+    return (None, problems) if problems else (found, ())
+
+
+def _probed(wanted: dict[str, Wanted], log: logging.Logger, turned_off: str) -> dict[str, Any] | None:
+    """The pieces `probe` finds, or None after one warning: what is turned off, and each piece lacking."""
+    found, problems = probe(wanted)
+    if found is None:
+        log.warning(turned_off, sdk_version(), "; ".join(problems))
+    return found
 
 
 @functools.cache
 def borrowed() -> Borrowed | None:
-    """The borrowed pieces, or None (logged once, naming each problem) when this SDK lacks one."""
-    pieces, problems = probe()
-    if pieces is None:
-        logger.warning(
-            "FAST_PATH is off: the installed SDK (mcp %s) lacks what the fast path borrows from it: %s. Every "
-            "request is served through the SDK.",
-            _sdk_version(),
-            "; ".join(problems),
-        )
-    return pieces
+    """The fast path's borrowed pieces, or None (logged once, naming each problem) when this SDK lacks one."""
+    found = _probed(
+        FAST_PATH_WANTS,
+        logger,
+        "FAST_PATH is off: the installed SDK (mcp %s) lacks what the fast path borrows from it: %s. Every request is "
+        "served through the SDK.",
+    )
+    return None if found is None else Borrowed(**found)
 
 
-def _sdk_version() -> str:
+@functools.cache
+def sessions_can_be_stateful() -> bool:
+    """Whether the SDK's session manager still has what stateful sessions override (logged once if not)."""
+    found = _probed(
+        SESSION_WANTS,
+        sessions_logger,
+        "LEGACY_SESSIONS is off: the installed SDK (mcp %s) lacks what stateful sessions override in it: %s. "
+        "2025-11-25 clients are served statelessly.",
+    )
+    return found is not None
+
+
+def missing_pieces() -> dict[str, Sequence[str]]:
+    """What this SDK lacks, by the setting of the feature that falls back (empty when it lacks nothing)."""
+    missing: dict[str, Sequence[str]] = {}
+    for setting, wanted in EVERY_WANT.items():
+        _found, problems = probe(wanted)
+        if problems:
+            missing[setting] = problems
+    return missing
+
+
+def sdk_version() -> str:
     try:
         return version("mcp")
     except PackageNotFoundError:

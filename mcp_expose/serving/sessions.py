@@ -154,6 +154,7 @@ class SessionManager(StreamableHTTPSessionManager):
         super().__init__(*args, **kwargs)
         self.slots = Slots("sessions", None, conf.MAX_LEGACY_SESSIONS_PER_CALLER)
         self._holders: dict[str, CallerKey] = {}
+        self._open: set[str] = set()  # the ids of the sessions admitted and not yet discarded
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         opening = None
@@ -181,17 +182,20 @@ class SessionManager(StreamableHTTPSessionManager):
                 self.slots.give_back(opening[0])
             elif transport.mcp_session_id is not None:
                 self._holders[transport.mcp_session_id] = opening[0]
+        if transport is not None and transport.mcp_session_id is not None:
+            self._open.add(transport.mcp_session_id)
         return transport
 
     async def _discard_session(self, session_id: str, transport: Any) -> None:
         idle = transport.idle_scope is not None and transport.idle_scope.cancel_called
-        if idle and session_id in self._server_instances:
+        if idle and session_id in self._open:
             logger.debug(
                 "Ended session %s... idle for %s s; %d open",
                 session_id[:8],
                 self.session_idle_timeout,
-                len(self._server_instances) - 1,
+                len(self._open) - 1,
             )
+        self._open.discard(session_id)
         holder = self._holders.pop(session_id, None)
         if holder is not None:
             self.slots.give_back(holder)

@@ -14,6 +14,7 @@ from contextlib import ExitStack, asynccontextmanager
 from types import TracebackType
 from typing import Any
 
+import httpx2
 import uvicorn
 from asgiref.sync import sync_to_async
 from mcp import Client
@@ -172,12 +173,18 @@ async def connect_http(
 ) -> AsyncIterator[Client]:
     """The official SDK client on `url`, sending `credential` as a bearer token (`options` go to `Client`)."""
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
 
     headers = {**(headers or {}), **({"Authorization": f"Bearer {credential}"} if credential else {})}
-    http = create_mcp_http_client(headers=headers)
+    http = mcp_http_client(headers=headers)
     async with http, Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client:
         yield client
+
+
+def mcp_http_client(headers: dict[str, str] | None = None, auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
+    """An HTTP client for the SDK's `streamable_http_client`, with the SDK client's own timeouts."""
+    from mcp_expose.upstream.transport import MCP_CLIENT_TIMEOUT
+
+    return httpx2.AsyncClient(headers=headers, auth=auth, timeout=MCP_CLIENT_TIMEOUT)
 
 
 def project_application() -> Any:

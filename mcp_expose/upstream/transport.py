@@ -29,6 +29,9 @@ from mcp_expose.upstream.tls import upstream_tls
 
 # A page's JSON may nest this deep before a value is cut out (a schema's own limit is checked per tool).
 PAGE_DEPTH = 64
+# The SDK client's own timeouts (30 s; a stream may stay quiet for 5 minutes), spelled here because the SDK keeps
+# them in a private module: for HTTP clients we hand to the SDK's `streamable_http_client`.
+MCP_CLIENT_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
 
 class UpstreamRefused(McpExposeError, httpx2.TransportError):
