@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 import httpx2
 
 from mcp_expose.core.context import InvocationContext
+from mcp_expose.core.db import in_worker_thread
 from mcp_expose.core.errors import ToolError
 from mcp_expose.core.ssrf_guard import AddressRefused, IPAddress, connectable_address
 from mcp_expose.upstream.tls import upstream_tls
@@ -76,7 +76,7 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
 async def _checked(url: str) -> tuple[str, list[IPAddress]]:
     """The URL's host and the addresses to connect to, resolved and checked now (in a thread: it may look up DNS)."""
     try:
-        host, _port, addresses = await anyio.to_thread.run_sync(connectable_address, url, abandon_on_cancel=True)
+        host, _port, addresses = await in_worker_thread(connectable_address, abandon_on_cancel=True)(url)
     except AddressRefused as exc:
         raise OutboundRefused(str(exc)) from None
     return host, addresses

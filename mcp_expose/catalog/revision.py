@@ -27,6 +27,7 @@ from django.core.cache.backends.locmem import LocMemCache
 
 from mcp_expose.catalog.stamp_files import holds_stamps, read_held
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.db import in_worker_thread
 from mcp_expose.core.outage import DependencyUnavailable
 from mcp_expose.core.process_cache import process_cache
 from mcp_expose.core.shared_cache import breaker, guarded
@@ -271,6 +272,6 @@ async def keep_auditing() -> None:
     while True:
         await anyio.sleep(max(0.5, float(get_settings().REVISION_AUDIT_SECONDS)))
         try:
-            await anyio.to_thread.run_sync(audit, abandon_on_cancel=True)
+            await in_worker_thread(audit, abandon_on_cancel=True)()
         except Exception:  # noqa: BLE001  (an outage: the next audit tries again)
             logger.debug("Auditing the revision stamps failed", exc_info=True)

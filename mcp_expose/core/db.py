@@ -1,5 +1,9 @@
 """Connection upkeep for work that runs outside Django's request cycle (MCP calls, their worker threads), and the
-thread hop that work takes."""
+one way the package's code leaves the event loop for a thread (`in_worker_thread`).
+
+A test (`tests/test_thread_hops.py`) fails on a `sync_to_async` or `anyio.to_thread` anywhere else in the package:
+one hop, so that `mcp_expose.testing` can move every database hop onto the test's thread, and so that a reader
+finds the three kinds of hop in one place."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Generic, ParamSpec, TypeVar
 
+import anyio
 from asgiref.sync import sync_to_async
 from django.db import connections
 
@@ -64,19 +69,30 @@ def hops_on_callers_thread() -> Iterator[None]:
 
 
 class WorkerHop(Generic[P, R]):
-    """`func` as a coroutine function that runs it in a worker thread: `sync_to_async(func,
-    thread_sensitive=False)`, decided at each call, so that `hops_on_callers_thread` can put it on the
-    caller's thread instead (`thread_sensitive=True`). Each wrapper is made once."""
+    """`func` as a coroutine function that runs it in a worker thread, one of three ways, decided at each call:
 
-    __slots__ = ("_apart", "_together", "func")
+    - by default, `sync_to_async(func, thread_sensitive=False)`; `hops_on_callers_thread` puts it on the caller's
+      thread instead (`thread_sensitive=True`), so that a test's tool sees the test's transaction;
+    - `abandon_on_cancel`: work that holds no database connection a caller shares (a DNS look-up, parsing an
+      upstream's answer, a background loop's read), which a cancelled caller need not wait for: the thread finishes
+      alone (`anyio.to_thread.run_sync(..., abandon_on_cancel=True)`);
+    - `shared_thread`: code that is not thread-safe (Django's declarations, imported at startup) runs on the one
+      thread asgiref keeps for such code (`thread_sensitive=True`, always).
 
-    def __init__(self, func: Callable[P, R]) -> None:
+    Each wrapper is made once."""
+
+    __slots__ = ("_apart", "_together", "abandon_on_cancel", "func")
+
+    def __init__(self, func: Callable[P, R], *, abandon_on_cancel: bool = False, shared_thread: bool = False) -> None:
         self.func = func
-        # Not thread-sensitive: outside Django's handler that would put every call on one global thread.
-        self._apart = sync_to_async(func, thread_sensitive=False)
+        self.abandon_on_cancel = abandon_on_cancel
+        # Not thread-sensitive unless asked: outside Django's handler that would put every call on one global thread.
+        self._apart = sync_to_async(func, thread_sensitive=shared_thread)
         self._together: Callable[P, Coroutine[Any, Any, R]] | None = None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+        if self.abandon_on_cancel:
+            return anyio.to_thread.run_sync(functools.partial(self.func, *args, **kwargs), abandon_on_cancel=True)
         if not _ON_CALLERS_THREAD.get():
             return self._apart(*args, **kwargs)
         together = self._together
@@ -85,6 +101,8 @@ class WorkerHop(Generic[P, R]):
         return together(*args, **kwargs)
 
 
-def in_worker_thread(func: Callable[P, R]) -> WorkerHop[P, R]:
-    """The hop a unit of database work takes off the event loop (see `WorkerHop`). Usable as a decorator."""
-    return WorkerHop(func)
+def in_worker_thread(
+    func: Callable[P, R], *, abandon_on_cancel: bool = False, shared_thread: bool = False
+) -> WorkerHop[P, R]:
+    """The hop off the event loop (see `WorkerHop` for its three kinds). Usable as a bare decorator."""
+    return WorkerHop(func, abandon_on_cancel=abandon_on_cancel, shared_thread=shared_thread)

@@ -19,7 +19,6 @@ from typing import cast
 from urllib.parse import parse_qsl
 
 import anyio
-from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -46,6 +45,7 @@ from mcp_expose.catalog.compiled import Catalog, CatalogProvider
 from mcp_expose.catalog.compiled import provider as default_provider
 from mcp_expose.catalog.revision import REVISION_KEY, keep_auditing, local_stamp_cache, read_stamps
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.db import in_worker_thread
 from mcp_expose.core.endpoints import Endpoint, endpoints
 from mcp_expose.core.principal import PRINCIPAL_SCOPE_KEY, Principal
 from mcp_expose.serving import fastpath, fastpath_legacy, fastpath_requests, sdk_internals
@@ -140,7 +140,7 @@ class McpExposeASGI:
         self._background: asyncio.Task[None] | None = None
         self._exit = asyncio.Event()
         self._stop_announced = False
-        self._authenticate_in_thread = sync_to_async(self._authenticate, thread_sensitive=False)
+        self._authenticate_in_thread = in_worker_thread(self._authenticate)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -159,7 +159,7 @@ class McpExposeASGI:
         await receive()  # lifespan.startup
         async with contextlib.AsyncExitStack() as stack:
             try:
-                await sync_to_async(self._resolve_declarations, thread_sensitive=True)()
+                await in_worker_thread(self._resolve_declarations, shared_thread=True)()
                 await stack.enter_async_context(self._serving())
                 stack.push_async_callback(close_upstream_connections)
                 # Usage rows in batches only where a shutdown is announced, so that it can write the last ones.
@@ -331,7 +331,7 @@ class McpExposeASGI:
             await Response(status_code=405, headers={"Allow": "GET, OPTIONS"})(scope, receive, send)
             return
         scheme = scope.get("scheme", "http")
-        document = await sync_to_async(protected_resource_metadata, thread_sensitive=False)(
+        document = await in_worker_thread(protected_resource_metadata)(
             resource_uri(scheme, headers, endpoint), request_origin(scheme, headers), endpoint
         )
         await JSONResponse(document, headers={**cors, "Cache-Control": "public, max-age=3600"})(scope, receive, send)
@@ -380,7 +380,7 @@ def _plain_reader(method: str, headers: Mapping[str, str], stateful: bool) -> Pl
 
 async def _write_queued_usage() -> None:
     with anyio.CancelScope(shield=True):
-        await anyio.to_thread.run_sync(usage_writer.stop)
+        await in_worker_thread(usage_writer.stop)()
 
 
 def _without_outer_whitespace(scope: Scope) -> Scope:

@@ -22,6 +22,8 @@ from typing import Any
 import anyio
 from asgiref.sync import async_to_sync
 
+from mcp_expose.core.db import in_worker_thread
+
 logger = logging.getLogger("mcp_expose.events")
 
 GROUP = "mcp_expose.catalog"
@@ -123,7 +125,7 @@ class ChangeRelay:
                 self.audience.heard.clear()  # the next listener starts from what it is served
                 continue
             try:
-                revision = await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
+                revision = await in_worker_thread(read, abandon_on_cancel=True)()
             except Exception as exc:  # noqa: BLE001  (an outage of the cache must not end the watching)
                 if not lost:
                     logger.warning(

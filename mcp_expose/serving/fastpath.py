@@ -34,7 +34,6 @@ from functools import partial
 from typing import Any, cast
 
 import mcp_types as types
-from asgiref.sync import sync_to_async
 from mcp.server import Server
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.request_state import RequestStateBoundary
@@ -52,7 +51,7 @@ from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.core.asking import ClientInput, MissingClientCapability
 from mcp_expose.core.content import ContentBundle
 from mcp_expose.core.context import LogSender, no_log
-from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.db import in_worker_thread, tidies_connections
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.apps import apps_negotiated
 from mcp_expose.declare.json_schemas import thaw
@@ -152,7 +151,7 @@ async def send_reply(plain: PlainRequest, answer: tuple[int, bytes], send: Send,
         await send_event(answer[1], send)
 
 
-@sync_to_async(thread_sensitive=False)
+@in_worker_thread
 @tidies_connections
 def _variants(entries: tuple[ToolEntry, ...], principal: Principal) -> tuple[str, ...]:
     return tuple(entry.capability.signature.for_caller(principal).variant for entry in entries)

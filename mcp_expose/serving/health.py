@@ -18,10 +18,10 @@ import asyncio
 import time
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from mcp_expose.core.db import in_worker_thread
 from mcp_expose.core.outage import outage
 from mcp_expose.core.shared_cache import breaker, guarded
 
@@ -62,7 +62,7 @@ async def _recent_readiness(relay: Any) -> dict[str, Any]:
         _asking = asyncio.Lock()
     async with _asking:
         if _reused is None or time.monotonic() - _reused[0] >= READINESS_REUSE_SECONDS:
-            _reused = (time.monotonic(), await sync_to_async(readiness, thread_sensitive=False)(relay))
+            _reused = (time.monotonic(), await in_worker_thread(readiness)(relay))
         return _reused[1]
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import mcp_types as types
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.db.models import Q
 from mcp.shared.exceptions import MCPError
 from mcp_types import methods as sdk_methods
@@ -35,7 +35,7 @@ from mcp_expose.core.asking import ClientInput, MissingClientCapability
 from mcp_expose.core.background import backend_named, task
 from mcp_expose.core.chain import InvalidChain, read_chain
 from mcp_expose.core.conf import get_settings
-from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.db import in_worker_thread, tidies_connections
 from mcp_expose.core.endpoints import DEFAULT_ENDPOINT, endpoint_named
 from mcp_expose.core.errors import UnknownTool
 from mcp_expose.core.outage import database_unavailable, outage
@@ -90,10 +90,10 @@ def backend_problem() -> str | None:
 
 async def run(task_id: str) -> None:
     """One run of a task, to its end (or until it is cancelled)."""
-    row = await sync_to_async(tidies_connections(tasks.claim), thread_sensitive=False)(task_id)
+    row = await in_worker_thread(tidies_connections(tasks.claim))(task_id)
     if row is None:
         return
-    principal = await sync_to_async(tidies_connections(_principal_of), thread_sensitive=False)(row)
+    principal = await in_worker_thread(tidies_connections(_principal_of))(row)
     if principal is None:
         await _settle(task_id, error=REVOKED)
         return
@@ -170,7 +170,7 @@ async def _call(row: ToolTask, principal: Principal, report_progress: Any) -> di
         task_id=row.id,
     )
     try:
-        whole = await sync_to_async(tidies_connections(provider.get_sync), thread_sensitive=False)()
+        whole = await in_worker_thread(tidies_connections(provider.get_sync))()
         endpoint = endpoint_named(str(call.get("endpoint") or DEFAULT_ENDPOINT))
         if endpoint is None:  # the endpoint it was made at left the settings: nothing is offered there
             raise UnknownTool(row.tool_name)
@@ -224,7 +224,7 @@ async def _settle(
 async def _while_the_database_answers(func: Any, *args: Any, missed: Any) -> Any:
     """`func(*args)` in a worker thread; `missed` when the database is unavailable (the outage is logged once)."""
     try:
-        result = await sync_to_async(tidies_connections(func), thread_sensitive=False)(*args)
+        result = await in_worker_thread(tidies_connections(func))(*args)
     except Exception as exc:
         if not database_unavailable(exc):
             raise

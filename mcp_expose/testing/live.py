@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx2
 import uvicorn
-from asgiref.sync import sync_to_async
 from mcp import Client
 
+from mcp_expose.core.db import in_worker_thread
 from mcp_expose.testing.client import ERA_MODES, MODERN_ERA
 
 # Every wait below ends on its event; this only stops a hang.
@@ -162,7 +162,7 @@ class LiveMcpServer:
         if era not in ERA_MODES:
             raise ValueError(f"era must be one of {sorted(ERA_MODES)}, not {era!r}.")
         url = self.url_of(endpoint)
-        secret = await sync_to_async(self.create_key)(user, scopes)
+        secret = await in_worker_thread(self.create_key)(user, scopes)
         async with connect_http(url, secret, mode=ERA_MODES[era], **client_options) as client:
             yield client
 

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.context import InvocationContext
+from mcp_expose.core.db import in_worker_thread
 from mcp_expose.core.errors import McpExposeError, ToolError, UpstreamError, UpstreamUnavailable
 from mcp_expose.upstream.breaker import CircuitBreaker
 from mcp_expose.upstream.client_credentials import TokenUnavailable, tokens
@@ -36,6 +37,8 @@ from mcp_expose.upstream.results import OutputCheck, error_text, read_result
 from mcp_expose.upstream.transport import UpstreamRefused
 
 logger = logging.getLogger("mcp_expose.upstream")
+# Checking an answer runs the approved output schema's patterns: off the event loop, and abandoned with its call.
+_read_in_thread = in_worker_thread(read_result, abandon_on_cancel=True)
 
 MODERN = "2026-07-28"
 
@@ -125,7 +128,7 @@ async def call_upstream(call: UpstreamCall, arguments: dict[str, Any], context: 
     if call.output is None:
         return read_result(result, target.name, None)  # bounded blocks, no schema: quick enough for the loop
     # Checking the answer runs the approved output schema's patterns: off the event loop.
-    return await anyio.to_thread.run_sync(read_result, result, target.name, call.output, abandon_on_cancel=True)
+    return await _read_in_thread(result, target.name, call.output)
 
 
 async def _send(

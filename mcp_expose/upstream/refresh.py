@@ -16,12 +16,11 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types as types
-from asgiref.sync import sync_to_async
 from django.utils import timezone
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_expose.core.db import tidies_connections
+from mcp_expose.core.db import in_worker_thread, tidies_connections
 from mcp_expose.models import UpstreamServer
 from mcp_expose.upstream.discovery import MODES, Discovery, UpstreamTarget, describe_failure, discover
 from mcp_expose.upstream.quiet_sdk import talking_to
@@ -75,10 +74,10 @@ async def refresh(server: UpstreamServer, why: str) -> Discovery:
     return discovery
 
 
-_record = sync_to_async(tidies_connections(record_discovery), thread_sensitive=False)
+_record = in_worker_thread(tidies_connections(record_discovery))
 
 
-@sync_to_async(thread_sensitive=False)
+@in_worker_thread
 @tidies_connections
 def _servers(due_within: float | None = None) -> list[UpstreamServer]:
     """The enabled servers; with `due_within`, only those no process discovered within that many seconds."""

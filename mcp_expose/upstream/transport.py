@@ -16,11 +16,11 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 import httpx2
 
 from mcp_expose.core.chain import INSTANCE_HEADER, instance_mark
 from mcp_expose.core.conf import get_settings
+from mcp_expose.core.db import in_worker_thread
 from mcp_expose.core.errors import McpExposeError
 from mcp_expose.core.ssrf_guard import AddressRefused, connectable_address
 from mcp_expose.upstream.bounded_json import UnreadableJSON, loads_listing
@@ -55,8 +55,8 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
             if _is_address(request.url.host):  # nothing to look up: checked here, without a thread
                 host, _port, addresses = connectable_address(str(request.url))
             else:
-                host, _port, addresses = await anyio.to_thread.run_sync(
-                    connectable_address, str(request.url), abandon_on_cancel=True
+                host, _port, addresses = await in_worker_thread(connectable_address, abandon_on_cancel=True)(
+                    str(request.url)
                 )
         except AddressRefused as exc:
             raise UpstreamRefused(str(exc), request=request) from None
@@ -79,7 +79,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
             body, cut = await _read_up_to(response, limit)
             content_type = response.headers.get("content-type", "")
             # Read in a worker thread: bounded and linear, but seconds for the largest page.
-            content = await anyio.to_thread.run_sync(self._read_listing, body, content_type, listing_id, request, cut)
+            content = await in_worker_thread(self._read_listing)(body, content_type, listing_id, request, cut)
             headers = [(name, value) for name, value in response.headers.items() if name.lower() != "content-length"]
             return httpx2.Response(response.status_code, headers=headers, content=content, request=request)
         response.stream = _Bounded(response.stream, self.max_bytes, request)

@@ -3,10 +3,10 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand
 
 from mcp_expose.catalog.compiled import provider
+from mcp_expose.core.db import in_worker_thread
 from mcp_expose.management.cli import local_principal
 from mcp_expose.serving.server import build_server, listing_tally
 
@@ -39,7 +39,7 @@ class Command(BaseCommand):
 
         async def resolve(ctx: Any) -> Any:
             # Every request sees admin changes: the catalog rechecks its revision stamp each time.
-            return principal, await sync_to_async(provider.get_sync, thread_sensitive=False)()
+            return principal, await in_worker_thread(provider.get_sync)()
 
         bus = InMemorySubscriptionBus()
         server = build_server(resolve=resolve, base_url=base_url, subscription_bus=bus, stateful_legacy=True)
