@@ -114,6 +114,9 @@ class CallRequest:
     start_task: StartTask | None = None
     # The task this run is, in a worker: its rate limit and confirmation were passed when it was made.
     task_id: str | None = None
+    # The entry the transport already found and the policy allowed for this caller (the fast path decides before
+    # it chooses to answer), so that a call is decided once.
+    allowed: ToolEntry | None = None
 
     @property
     def can_elicit(self) -> bool:
@@ -144,11 +147,19 @@ def invocation_context(entry: ToolEntry, principal: Principal, request: CallRequ
     )
 
 
-def resolve_tool(catalog: Catalog, principal: Principal, name: str, *, apps: bool = False) -> ToolEntry:
+def resolve_tool(
+    catalog: Catalog, principal: Principal, name: str, *, apps: bool = False, allowed: ToolEntry | None = None
+) -> ToolEntry:
     """The entry the caller may call, or `UnknownTool`: missing, disabled and forbidden look alike (and, for a
-    client without MCP Apps, a tool only an app may call)."""
-    entry = catalog.get(name)
-    if entry is None or not entry.offered(apps) or not decide(principal, entry).allowed:
+    client without MCP Apps, a tool only an app may call). `allowed`: the entry of `name` the policy already
+    allowed for this caller, on this catalog, which is not decided again."""
+    if allowed is not None and allowed.name == name and catalog.get(name) is allowed:
+        entry: ToolEntry | None = allowed
+    else:
+        entry = catalog.get(name)
+        if entry is not None and not decide(principal, entry).allowed:
+            entry = None
+    if entry is None or not entry.offered(apps):
         raise UnknownTool(name)
     return entry
 
@@ -172,7 +183,9 @@ async def call_tool(
         protocol_version=request.protocol_version or "",
     )
     try:
-        entry = resolve_tool(catalog, principal, name, apps=apps_negotiated(request.client.capabilities))
+        entry = resolve_tool(
+            catalog, principal, name, apps=apps_negotiated(request.client.capabilities), allowed=request.allowed
+        )
         record.tool_key = entry.key
         record.argument_bytes, record.argument_keys, record.argument_values = usage.describe_arguments(
             arguments, entry.log_argument_values

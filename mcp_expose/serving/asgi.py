@@ -55,7 +55,7 @@ from mcp_expose.serving.edge_failures import answering_failures
 from mcp_expose.serving.events import ChangeRelay
 from mcp_expose.serving.health import health_paths, serve_health
 from mcp_expose.serving.listening import end_streams
-from mcp_expose.serving.request_context import CATALOG_SCOPE_KEY, SDK_CALLER
+from mcp_expose.serving.request_context import CATALOG_SCOPE_KEY, SDK_CALLER, SdkCaller
 from mcp_expose.serving.server import build_server, listing_tally
 from mcp_expose.serving.sessions import RecentEvents, SessionManager, SessionMemory
 from mcp_expose.serving.upstream_tasks import close_upstream_connections, watch_upstreams
@@ -310,7 +310,7 @@ class McpExposeASGI:
         caller: Callable[[], AuthenticatedUser],
         send: Send,
     ) -> None:
-        token = SDK_CALLER.set((scope[PRINCIPAL_SCOPE_KEY], scope[CATALOG_SCOPE_KEY]))
+        token = SDK_CALLER.set(SdkCaller(scope[PRINCIPAL_SCOPE_KEY], scope[CATALOG_SCOPE_KEY]))
         try:
             await serving.mcp_app({**scope, "user": caller()}, receive, send)
         finally:

@@ -239,16 +239,13 @@ async def serve_call(
         return False
     if logger.isEnabledFor(logging.DEBUG):  # before the answer leaves, so whoever reads it can see this line
         logger.debug("Answering tools/call %s on the fast path", name)
+    answer = partial(_answer, plain, principal, catalog, server, exchange, allowed=entry)  # decided: not again
     if json_response:
-        await send_json(await _answer(plain, principal, catalog, server, exchange, no_log), exchange.send)
+        await send_json(await answer(no_log), exchange.send)
     elif plain.modern:
-        await answer_in_sse_mode(
-            _answer(plain, principal, catalog, server, exchange, no_log), exchange.receive, exchange.send
-        )
+        await answer_in_sse_mode(answer(no_log), exchange.receive, exchange.send)
     else:  # a 2025-11-25 call's log messages ride its stream, at every level (a stateless session sets none)
-        await answer_as_event_stream(
-            partial(_answer, plain, principal, catalog, server, exchange), exchange.receive, exchange.send
-        )
+        await answer_as_event_stream(answer, exchange.receive, exchange.send)
     return True
 
 
@@ -269,6 +266,8 @@ async def _answer(
     server: Server[Any],
     exchange: Exchange,
     send_log: LogSender,
+    *,
+    allowed: ToolEntry,
 ) -> tuple[int, bytes]:
     """The HTTP status and JSON-RPC response for the call: its result, or the error the SDK path would give."""
     params = plain.params
@@ -290,6 +289,7 @@ async def _answer(
         send_log=send_log,
         base_url=request_origin(scope.get("scheme", "http"), headers),
         client_address=client[0] if client else None,
+        allowed=allowed,
     )
     token = auth_context_var.set(exchange.caller())  # as AuthContextMiddleware does: the SDK's get_access_token()
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -15,7 +16,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_expose.access.protected_resource import request_origin
-from mcp_expose.catalog.compiled import Catalog
+from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.core.asking import Answer, BackChannel, Question
 from mcp_expose.core.context import LogSender
 from mcp_expose.core.principal import PRINCIPAL_SCOPE_KEY, Principal
@@ -25,8 +26,23 @@ from mcp_expose.serving.sessions import SessionMemory
 CATALOG_SCOPE_KEY = "mcp_expose.catalog"
 
 
-# The caller and catalog of the HTTP request the SDK is answering, for what the SDK asks with a name only.
-SDK_CALLER: ContextVar[tuple[Principal, Catalog] | None] = ContextVar("mcp_expose.sdk_caller", default=None)
+@dataclass(slots=True)
+class SdkCaller:
+    """The caller and catalog of the HTTP request the SDK is answering, for what the SDK asks with a name only."""
+
+    principal: Principal
+    catalog: Catalog
+    # The tool the policy allowed this caller on this request, decided when the SDK asked for its schema (to check
+    # `Mcp-Param-*` headers), so that the call is not decided again.
+    allowed: ToolEntry | None = None
+
+    def allowed_for(self, principal: Principal, catalog: Catalog) -> ToolEntry | None:
+        """The allowed tool, when this is the request of `principal` on `catalog` (a stateful session's handler
+        runs in the context of the request that opened it)."""
+        return self.allowed if self.principal is principal and self.catalog is catalog else None
+
+
+SDK_CALLER: ContextVar[SdkCaller | None] = ContextVar("mcp_expose.sdk_caller", default=None)
 
 
 Resolver = Callable[[ServerRequestContext[Any]], Awaitable[tuple[Principal, Catalog]]]

@@ -25,7 +25,7 @@ from mcp_expose.calls.app_pages import pages_for
 from mcp_expose.calls.dispatch import CallRequest, ToolOutcome, call_tool
 from mcp_expose.calls.listing_count import ListingTally
 from mcp_expose.calls.reading import ReadFailed, UnknownPrompt, UnknownResource, complete, get_prompt, read_resource
-from mcp_expose.catalog.compiled import Catalog
+from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.core.asking import ClientInput
 from mcp_expose.core.chain import read_chain
 from mcp_expose.core.conf import get_settings
@@ -113,7 +113,9 @@ def build_server(
         tools = [own.get(entry.name) or definitions[entry.name] for entry in visible]
         return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
 
-    def call_request(ctx: ServerRequestContext[Any], params: types.InputResponseRequestParams) -> CallRequest:
+    def call_request(
+        ctx: ServerRequestContext[Any], params: types.InputResponseRequestParams, allowed: ToolEntry | None = None
+    ) -> CallRequest:
         """Everything the dispatcher needs to know about this request beyond its name and arguments."""
         headers = tool_headers_of(ctx)
         client = ClientInput.for_round(
@@ -135,11 +137,14 @@ def build_server(
             base_url=base_url_of(ctx) or base_url,
             client_address=client_address(ctx),
             start_task=functools.partial(start_task, endpoint=serving.name) if client_supports_tasks(ctx) else None,
+            allowed=allowed,
         )
 
     async def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
         principal, catalog = await resolve(ctx)
-        return await answer_call(catalog, principal, params.name, params.arguments, call_request(ctx, params))
+        caller = SDK_CALLER.get()  # the policy allowed the tool already when the SDK asked for its schema
+        allowed = caller.allowed_for(principal, catalog) if caller is not None else None
+        return await answer_call(catalog, principal, params.name, params.arguments, call_request(ctx, params, allowed))
 
     async def list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
         _refuse_cursor(params)
@@ -262,10 +267,12 @@ def build_server(
         caller = SDK_CALLER.get()
         if caller is None:
             return None
-        principal, catalog = caller
-        entry = catalog.get(name)
+        entry = caller.catalog.get(name)
+        if entry is None or not decide(caller.principal, entry).allowed:
+            return None
+        caller.allowed = entry  # the call that follows is not decided again
         # (A view whose schema varies by caller declares no header-bound argument, so its schema for nobody serves.)
-        return thaw(entry.input_schema) if entry is not None and decide(principal, entry).allowed else None
+        return thaw(entry.input_schema)
 
     server = Server(
         serving.server_name,
