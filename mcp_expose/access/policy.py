@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
+from mcp_expose.catalog.memo import MemoKind
 from mcp_expose.core.principal import Principal
 
 
@@ -94,6 +95,8 @@ class Permissions(Rule):
 
 
 RULES: tuple[Rule, ...] = (Scopes(), AllowedClients(), Permissions())
+# What a catalog's tools ask of callers under each rule, by the rules asked (the default ones, or a test's).
+POLICY_QUESTIONS: MemoKind[tuple[Rule, ...], tuple[Any, ...]] = MemoKind("policy questions", limit=8)
 
 
 def decide(principal: Principal, entry: ToolEntry, rules: Sequence[Rule] = RULES) -> Decision:
@@ -109,7 +112,7 @@ def decide(principal: Principal, entry: ToolEntry, rules: Sequence[Rule] = RULES
 def listing_key(principal: Principal, catalog: Catalog, rules: tuple[Rule, ...] = RULES) -> tuple[Hashable, ...]:
     """What the decision reads of `principal`, narrowed to what `catalog`'s tools ask: equal keys see the same tools,
     and callers differing only in what no tool asks about share one."""
-    asked = catalog.remember(("policy-asked", rules), lambda: tuple(rule.asked(catalog.tools) for rule in rules))
+    asked = catalog.remember(POLICY_QUESTIONS, rules, lambda: tuple(rule.asked(catalog.tools) for rule in rules))
     return tuple(rule.key(principal, question) for rule, question in zip(rules, asked, strict=True))
 
 

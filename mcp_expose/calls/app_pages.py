@@ -16,6 +16,7 @@ from django.template.loader import render_to_string
 
 from mcp_expose.access.policy import decide
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
+from mcp_expose.catalog.memo import MemoKind
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.db import tidies_connections
 from mcp_expose.core.errors import McpExposeError
@@ -23,6 +24,8 @@ from mcp_expose.core.principal import Principal
 from mcp_expose.declare.apps import App
 
 logger = logging.getLogger("mcp_expose.apps")
+# A page's HTML, by its URI and the tools it names (those the caller may use); a revision keeps this many.
+APP_PAGE_HTML: MemoKind[tuple[str, tuple[str, ...]], str] = MemoKind("app page HTML", limit=256)
 
 
 class UnknownPage(McpExposeError, LookupError):
@@ -65,7 +68,7 @@ def render_page(catalog: Catalog, page: AppPage) -> str:
     if settings.DEBUG:
         return render_app(page.app, names)
     # Kept per set of tools shown: the page names those the caller may use, and no others.
-    return str(catalog.remember(("app_page", page.uri, tuple(names)), lambda: render_app(page.app, names)))
+    return catalog.remember(APP_PAGE_HTML, (page.uri, tuple(names)), lambda: str(render_app(page.app, names)))
 
 
 def render_app(app: App, tool_names: list[str]) -> str:

@@ -12,8 +12,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
+from mcp_expose.catalog.memo import Kept, MemoKind
 from mcp_expose.catalog.revision import current_revision
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.endpoints import Endpoint, Toolset
@@ -38,6 +39,8 @@ from mcp_expose.declare.registry import registry as default_registry
 from mcp_expose.declare.uri_templates import is_template, match
 
 logger = logging.getLogger("mcp_expose.catalog")
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,19 +113,24 @@ class Catalog:
     # Every capability compiled, served or not, by key: the admin describes rows by it (upstream tools have no
     # declaration in code to look up).
     capabilities: Mapping[str, Capability] = field(default_factory=dict, compare=False, repr=False)
-    # What is derived from this revision once and served many times (wire definitions, encoded listings).
-    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    # What is derived from this revision once and served many times (wire definitions, encoded listings), by kind:
+    # read and kept through `kept` (see `catalog/memo`).
+    memo: dict[MemoKind[Any, Any], Kept[Any, Any]] = field(default_factory=dict, compare=False, repr=False)
     # The admin's toolset for each endpoint that has a row (others offer what their settings say).
     toolsets: Mapping[str, Toolset] = field(default_factory=dict, compare=False, repr=False)
     # The endpoint this catalog is the view of; None for the whole catalog.
     endpoint: str | None = None
 
-    def remember(self, key: Any, build: Callable[[], Any]) -> Any:
-        """`build()` once per catalog revision under `key` (a benign race may build it twice)."""
-        try:
-            return self.memo[key]
-        except KeyError:
-            return self.memo.setdefault(key, build())
+    def kept(self, kind: MemoKind[K, V]) -> Kept[K, V]:
+        """What this revision keeps of `kind`."""
+        found = self.memo.get(kind)
+        if found is None:
+            found = self.memo.setdefault(kind, Kept(kind))  # atomic: two threads get one store
+        return cast("Kept[K, V]", found)
+
+    def remember(self, kind: MemoKind[K, V], key: K, build: Callable[[], V]) -> V:
+        """`build()` once per catalog revision under `key` of `kind` (a benign race may build it twice)."""
+        return self.kept(kind).remember(key, build)
 
     def get(self, name: str) -> ToolEntry | None:
         return self.by_name.get(name)
@@ -156,7 +164,7 @@ class Catalog:
                 endpoint=endpoint.name,
             )
 
-        return cast(Catalog, self.remember(("endpoint", endpoint.name, toolset), build))
+        return self.remember(ENDPOINT_VIEWS, (endpoint.name, toolset), build)
 
     def app_pages(self) -> Mapping[str, tuple[App, tuple[ToolEntry, ...]]]:
         """Each `ui://` page this revision serves: the app that declares it (the first tool's, when several
@@ -170,7 +178,7 @@ class Catalog:
                     pages[entry.app.resource_uri] = (app, (*users, entry))
             return MappingProxyType(pages)
 
-        return cast("Mapping[str, tuple[App, tuple[ToolEntry, ...]]]", self.remember("app_pages", build))
+        return self.remember(APP_PAGES, None, build)
 
     def get_prompt(self, name: str) -> ToolEntry | None:
         return next((entry for entry in self.prompts if entry.name == name), None)
@@ -186,6 +194,12 @@ class Catalog:
                 if variables is not None:
                     return entry, variables
         return None
+
+
+# What a revision keeps of its own views per endpoint (a named endpoint, or one narrowed by its toolset).
+ENDPOINT_VIEWS: MemoKind[tuple[str, Toolset], Catalog] = MemoKind("endpoint views", limit=256)
+# Each `ui://` page of the revision: its app and the tools shown with it.
+APP_PAGES: MemoKind[None, Mapping[str, tuple[App, tuple[ToolEntry, ...]]]] = MemoKind("app pages", limit=1)
 
 
 def compile_catalog(

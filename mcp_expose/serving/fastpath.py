@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast
@@ -48,6 +48,7 @@ from mcp_expose.access.protected_resource import request_origin
 from mcp_expose.calls.confirmation import StaleConfirmation
 from mcp_expose.calls.dispatch import CallRequest, ToolOutcome
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
+from mcp_expose.catalog.memo import Kept, MemoKind
 from mcp_expose.core.asking import ClientInput, MissingClientCapability
 from mcp_expose.core.content import ContentBundle
 from mcp_expose.core.context import LogSender, no_log
@@ -81,6 +82,14 @@ logger = logging.getLogger("mcp_expose.fastpath")
 
 # Listing variants kept per catalog revision; past this, the SDK answers (nothing is wrong, just not cached).
 MAX_VARIANTS = 1_000
+# The encoded `result` of a listing, by what it depends on: the caller's listing key, the version, Apps, variants.
+ENCODED_LISTINGS: MemoKind[tuple[Hashable, ...], bytes] = MemoKind("encoded listings", limit=MAX_VARIANTS)
+# The encoded `result` of an `initialize` or `ping` (fastpath_legacy.constant_key).
+CONSTANT_ANSWERS: MemoKind[tuple[str, ...], bytes] = MemoKind("constant answers", limit=64)
+# Tools whose schema depends on who calls.
+VARYING_TOOLS: MemoKind[None, tuple[ToolEntry, ...]] = MemoKind("tools varying by caller", limit=1)
+# Tools with `x-mcp-header` parameters.
+HEADER_BOUND: MemoKind[None, frozenset[str]] = MemoKind("header-bound tools", limit=1)
 HEADER_ANNOTATION = "x-mcp-header"
 
 Fallback = Callable[[Send], Awaitable[None]]
@@ -103,7 +112,7 @@ async def serve(
     elif plain.method == INITIALIZED:
         await send_accepted(exchange.send)
     else:
-        await serve_remembered(plain, constant_key(plain), catalog, exchange, json_response)
+        await serve_remembered(plain, catalog.kept(CONSTANT_ANSWERS), constant_key(plain), exchange, json_response)
 
 
 async def serve_listing(
@@ -120,23 +129,21 @@ async def serve_listing(
     )
     key = ("tools/list", *listing_key(principal, catalog), plain.version, apps)
     varying = catalog.remember(
-        "varying-tools", lambda: tuple(entry for entry in catalog.tools if entry.varies_by_caller)
+        VARYING_TOOLS, None, lambda: tuple(entry for entry in catalog.tools if entry.varies_by_caller)
     )
     if varying:
         # Tools whose schema depends on who calls: which schema each is, for this caller, is part of the key.
         key = (*key, await _variants(varying, principal))
-    return await serve_remembered(plain, key, catalog, exchange, json_response)
+    return await serve_remembered(plain, catalog.kept(ENCODED_LISTINGS), key, exchange, json_response)
 
 
 async def serve_remembered(
-    plain: PlainRequest, key: tuple[Any, ...], catalog: Catalog, exchange: Exchange, json_response: bool
+    plain: PlainRequest, kept: Kept[Any, bytes], key: Hashable, exchange: Exchange, json_response: bool
 ) -> bool:
     """Send the result kept under `key` and say True; or let the SDK answer, keep its result, and say False."""
-    encoded = catalog.memo.get(key)
+    encoded = kept.get(key)
     if encoded is None:
-        # A snapshot of the keys: Django threads may add to the memo meanwhile (endpoint views, the connect page).
-        kept = sum(1 for existing in tuple(catalog.memo) if isinstance(existing, tuple) and existing[:1] == key[:1])
-        await exchange.fallback(_capturing(exchange.send, catalog, key) if kept < MAX_VARIANTS else exchange.send)
+        await exchange.fallback(exchange.send if kept.full else _capturing(exchange.send, kept, key))
         return False
     await send_reply(plain, (200, reply(plain.id_json, b"result", encoded)), exchange.send, json_response)
     return True
@@ -157,7 +164,7 @@ def _variants(entries: tuple[ToolEntry, ...], principal: Principal) -> tuple[str
     return tuple(entry.capability.signature.for_caller(principal).variant for entry in entries)
 
 
-def _capturing(send: Send, catalog: Catalog, key: tuple[Any, ...]) -> Send:
+def _capturing(send: Send, kept: Kept[Any, bytes], key: Hashable) -> Send:
     """Pass the SDK's response through, and keep its `result` when it is a plain success: a JSON body, or an
     event stream of that one message (bounded: a stream longer than a listing can be is not kept)."""
     status = 0
@@ -177,7 +184,7 @@ def _capturing(send: Send, catalog: Catalog, key: tuple[Any, ...]) -> Send:
                 chunks.append(chunk)
             if not message.get("more_body", False) and size <= MAX_CAPTURED_BYTES:
                 body = b"".join(chunks)
-                _keep(catalog, key, body if kind == b"application/json" else _only_event(body))
+                _keep(kept, key, body if kind == b"application/json" else _only_event(body))
         await send(message)
 
     return capture
@@ -195,13 +202,13 @@ def _only_event(stream: bytes) -> bytes:
     return events[0].removeprefix(b"event: message\r\ndata: ")
 
 
-def _keep(catalog: Catalog, key: tuple[Any, ...], body: bytes) -> None:
+def _keep(kept: Kept[Any, bytes], key: Hashable, body: bytes) -> None:
     try:
         answer = json.loads(body)
     except ValueError:
         return
     if isinstance(answer, dict) and isinstance(answer.get("result"), dict) and "error" not in answer:
-        catalog.memo.setdefault(key, json.dumps(answer["result"], separators=(",", ":")).encode())
+        kept.keep(key, json.dumps(answer["result"], separators=(",", ":")).encode())
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +259,8 @@ async def serve_call(
 def _header_bound(catalog: Catalog) -> frozenset[str]:
     """Tools with `x-mcp-header` parameters: the SDK checks their headers against the arguments."""
     return catalog.remember(
-        "fastpath-header-bound",
+        HEADER_BOUND,
+        None,
         lambda: frozenset(
             entry.name for entry in catalog.tools if HEADER_ANNOTATION in json.dumps(thaw(entry.input_schema))
         ),

@@ -26,6 +26,7 @@ from mcp_expose.calls.dispatch import CallRequest, ToolOutcome, call_tool
 from mcp_expose.calls.listing_count import ListingTally
 from mcp_expose.calls.reading import ReadFailed, UnknownPrompt, UnknownResource, complete, get_prompt, read_resource
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
+from mcp_expose.catalog.memo import MemoKind
 from mcp_expose.core.asking import ClientInput
 from mcp_expose.core.chain import read_chain
 from mcp_expose.core.conf import get_settings
@@ -71,6 +72,8 @@ from mcp_expose.serving.wire import (
 )
 
 logger = logging.getLogger("mcp_expose.server")
+# The wire definition of each tool, by whether the client negotiated MCP Apps (which adds `_meta.ui`).
+TOOL_DEFINITIONS: MemoKind[bool, dict[str, types.Tool]] = MemoKind("tool definitions", limit=2)
 
 
 def _refuse_cursor(params: types.PaginatedRequestParams | None) -> None:
@@ -105,7 +108,7 @@ def build_server(
         await count_listing()
         apps = apps_negotiated(ctx.session.client_capabilities)
         definitions = catalog.remember(
-            ("tool_definitions", apps), lambda: {e.name: tool_definition(e, apps=apps) for e in catalog.tools}
+            TOOL_DEFINITIONS, apps, lambda: {e.name: tool_definition(e, apps=apps) for e in catalog.tools}
         )
         visible = visible_tools(catalog, principal, apps=apps)
         varying = any(entry.varies_by_caller for entry in visible)
