@@ -9,7 +9,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
 from mcp_expose.access.authenticators import configuration_problems as authenticator_problems
-from mcp_expose.core.conf import DEFAULTS, get_settings
+from mcp_expose.core.conf import ADVANCED_DEFAULTS, DEFAULTS, get_settings, setting_label
 from mcp_expose.core.endpoints import endpoint_problems
 from mcp_expose.core.wording import first_few
 from mcp_expose.declare.adapters.middleware import middleware_factory
@@ -34,14 +34,7 @@ def check_declarations(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     conf = get_settings()
     messages: list[checks.CheckMessage] = []
-    for key in conf.unknown_keys:
-        messages.append(
-            checks.Error(
-                f"MCP_EXPOSE has an unknown key {key!r}.",
-                hint=f"Valid keys: {', '.join(sorted(DEFAULTS))}.",
-                id="mcp_expose.E001",
-            )
-        )
+    messages.extend(_key_messages(conf))
     path = conf.PATH
     if not isinstance(path, str) or not path.startswith("/") or path.endswith("/") or len(path) < 2:
         messages.append(
@@ -117,6 +110,33 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 "usable there for up to CREDENTIAL_CACHE_SECONDS.",
                 hint="Use Redis, Memcached, the database or file cache when running more than one process.",
                 id="mcp_expose.W001",
+            )
+        )
+    return messages
+
+
+def _key_messages(conf: Any) -> list[checks.CheckMessage]:
+    """E001 for a key that is no setting, at the top level or under ADVANCED; W019 for tuning keys not yet moved."""
+    unknown = [(f"MCP_EXPOSE has an unknown key {key!r}.", DEFAULTS) for key in conf.unknown_keys]
+    unknown += [
+        (f"MCP_EXPOSE['ADVANCED'] has an unknown key {key!r}.", ADVANCED_DEFAULTS) for key in conf.unknown_advanced_keys
+    ]
+    messages: list[checks.CheckMessage] = [
+        checks.Error(message, hint=f"Valid keys: {', '.join(sorted(valid))}.", id="mcp_expose.E001")
+        for message, valid in unknown
+    ]
+    advanced = conf.user_settings.get("ADVANCED", {})
+    if not isinstance(advanced, dict):
+        hint = "Make it a dict of tuning settings, such as {'USAGE_BATCH_SECONDS': 0.5}, or leave it out."
+        messages.append(checks.Error(f"MCP_EXPOSE['ADVANCED'] is {advanced!r}.", hint=hint, id="mcp_expose.E001"))
+    if conf.moved_keys:
+        moved = ", ".join(repr(key) for key in conf.moved_keys)
+        messages.append(
+            checks.Warning(
+                f"MCP_EXPOSE sets {moved} at its top level: tuning settings now live under MCP_EXPOSE['ADVANCED'].",
+                hint="Move them into MCP_EXPOSE['ADVANCED'] (see the upgrade note in CHANGELOG.md); they are read "
+                "where they are until then.",
+                id="mcp_expose.W019",
             )
         )
     return messages
@@ -282,7 +302,7 @@ def _outage_setting_messages(conf: Any) -> list[checks.CheckMessage]:
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != value:
             messages.append(
                 checks.Error(
-                    f"MCP_EXPOSE[{name!r}] is {value!r}.",
+                    f"{setting_label(name)} is {value!r}.",
                     hint="Use a number of seconds, 0 or more.",
                     id="mcp_expose.E014",
                 )
@@ -292,7 +312,7 @@ def _outage_setting_messages(conf: Any) -> list[checks.CheckMessage]:
         if isinstance(value, int | float) and not isinstance(value, bool) and value == 0:
             messages.append(
                 checks.Error(
-                    f"MCP_EXPOSE[{name!r}] is 0, which redis-py takes as no timeout at all.",
+                    f"{setting_label(name)} is 0, which redis-py takes as no timeout at all.",
                     hint="Use a fraction of a second, such as 0.5.",
                     id="mcp_expose.E014",
                 )
@@ -371,7 +391,7 @@ def _upstream_setting_messages(conf: Any) -> list[checks.CheckMessage]:
     for name in UPSTREAM_LIMITS:
         value = getattr(conf, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            found.append((f"MCP_EXPOSE[{name!r}] is {value!r}.", "Use a whole number above 0.", "mcp_expose.E016"))
+            found.append((f"{setting_label(name)} is {value!r}.", "Use a whole number above 0.", "mcp_expose.E016"))
     return [checks.Error(message, hint=hint, id=check_id) for message, hint, check_id in found]
 
 
@@ -391,7 +411,7 @@ def _task_setting_messages(conf: Any) -> list[checks.CheckMessage]:
     if bad:
         messages.append(
             checks.Error(
-                f"MCP_EXPOSE[{bad[0]!r}] is {getattr(conf, bad[0])!r}.",
+                f"{setting_label(bad[0])} is {getattr(conf, bad[0])!r}.",
                 hint="Use a positive number of seconds (TASK_TTL may also be None: kept until pruned).",
                 id="mcp_expose.E018",
             )
@@ -399,7 +419,7 @@ def _task_setting_messages(conf: Any) -> list[checks.CheckMessage]:
     elif timings["TASK_LEASE"] < 3 * timings["TASK_HEARTBEAT"]:
         messages.append(
             checks.Error(
-                f"MCP_EXPOSE['TASK_LEASE'] ({timings['TASK_LEASE']:g} s) is under three heartbeats "
+                f"{setting_label('TASK_LEASE')} ({timings['TASK_LEASE']:g} s) is under three heartbeats "
                 f"(TASK_HEARTBEAT: {timings['TASK_HEARTBEAT']:g} s): a busy worker's tasks would be failed as dead.",
                 hint="Make TASK_LEASE at least three times TASK_HEARTBEAT (the defaults: 30 and 2).",
                 id="mcp_expose.E018",

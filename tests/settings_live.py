@@ -23,6 +23,7 @@
 
 import os
 
+from mcp_expose.core.conf import changed_settings
 from project.settings import *  # noqa: F403
 from project.settings import DATABASES, MCP_EXPOSE, OAUTH2_PROVIDER
 
@@ -44,7 +45,7 @@ MCP_EXPOSE = {
 }
 for _seconds in ("TASK_LEASE", "TASK_HEARTBEAT", "TASK_POLL_INTERVAL"):
     if f"MCP_TEST_{_seconds}" in os.environ:
-        MCP_EXPOSE[_seconds] = float(os.environ[f"MCP_TEST_{_seconds}"])
+        MCP_EXPOSE = changed_settings(MCP_EXPOSE, **{_seconds: float(os.environ[f"MCP_TEST_{_seconds}"])})
 for _limit in (
     "MAX_LISTEN_STREAMS",
     "MAX_LISTEN_STREAMS_PER_CALLER",
@@ -52,7 +53,7 @@ for _limit in (
     "LEGACY_SESSION_IDLE_SECONDS",
 ):
     if f"MCP_TEST_{_limit}" in os.environ:
-        MCP_EXPOSE[_limit] = int(os.environ[f"MCP_TEST_{_limit}"])
+        MCP_EXPOSE = changed_settings(MCP_EXPOSE, **{_limit: int(os.environ[f"MCP_TEST_{_limit}"])})
 if "MCP_TEST_SQLITE_TIMEOUT" in os.environ:
     DATABASES["default"]["OPTIONS"] = {
         **DATABASES["default"]["OPTIONS"],

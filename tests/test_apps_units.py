@@ -13,6 +13,7 @@ from django.urls import reverse
 import mcp_expose
 from mcp_expose.calls.app_pages import PageFailed, UnknownPage, find_page, pages_for, render_app, render_page
 from mcp_expose.catalog.compiled import compile_catalog
+from mcp_expose.core.conf import changed_settings
 from mcp_expose.core.errors import DeclarationError
 from mcp_expose.core.principal import principal_for_user
 from mcp_expose.declare.apps import App, apps_negotiated, served_to
@@ -232,7 +233,10 @@ def test_a_page_renders_with_its_context_and_refuses_what_is_wrong() -> None:
         render_app(App("toolbox/missing_page.html"), [])
     with pytest.raises(PageFailed, match="has an error"):
         render_app(App("toolbox/broken.html"), [])  # it inlines a static file that does not exist
-    with override_settings(MCP_EXPOSE={"APP_MAX_PAGE_BYTES": 1000}), pytest.raises(PageFailed, match="larger than"):
+    with (
+        override_settings(MCP_EXPOSE=changed_settings(APP_MAX_PAGE_BYTES=1000)),
+        pytest.raises(PageFailed, match="larger than"),
+    ):
         render_app(App("toolbox/panel.html"), [])
 
 

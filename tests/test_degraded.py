@@ -27,6 +27,7 @@ from mcp_expose.calls import ratelimit
 from mcp_expose.calls.dispatch import call_tool
 from mcp_expose.catalog.compiled import Catalog, compile_catalog
 from mcp_expose.catalog.revision import REVISION_KEY, bump_revision, copies, read_stamps
+from mcp_expose.core.conf import changed_settings
 from mcp_expose.core.outage import DependencyUnavailable
 from mcp_expose.core.principal import Principal
 from mcp_expose.core.shared_cache import breaker
@@ -56,7 +57,9 @@ def on_redis(redis: RedisServer, settings: Any) -> Iterator[RedisServer]:
             "KEY_PREFIX": "degraded",
         }
     }
-    settings.MCP_EXPOSE = {"CACHE_RETRY_SECONDS": 0.2, "REVISION_STALENESS_SECONDS": 0, "CACHE_READ_TIMEOUT": 0.3}
+    settings.MCP_EXPOSE = changed_settings(
+        CACHE_RETRY_SECONDS=0.2, REVISION_STALENESS_SECONDS=0, CACHE_READ_TIMEOUT=0.3
+    )
     breaker.reset()
     yield redis
     redis.restore()
@@ -100,7 +103,7 @@ def test_a_frozen_cache_costs_one_timeout_then_nothing_and_its_old_stamps_are_no
     """Redis counts the MGETs (stamp reads) it runs. Commands sent to it while frozen wait in their sockets and
     run as soon as it is thawed, before a connection made after the thaw is even accepted, so a count read then
     includes every read that reached it."""
-    settings.MCP_EXPOSE = {**settings.MCP_EXPOSE, "CACHE_RETRY_SECONDS": 600}
+    settings.MCP_EXPOSE = changed_settings(settings.MCP_EXPOSE, CACHE_RETRY_SECONDS=600)
     before = bump_revision()
     reads = mget_calls(on_redis)
     on_redis.freeze()
@@ -114,7 +117,7 @@ def test_a_frozen_cache_costs_one_timeout_then_nothing_and_its_old_stamps_are_no
     on_redis.thaw()
     assert mget_calls(on_redis) == reads
 
-    settings.MCP_EXPOSE = {**settings.MCP_EXPOSE, "CACHE_RETRY_SECONDS": 0}  # the pause is over
+    settings.MCP_EXPOSE = changed_settings(settings.MCP_EXPOSE, CACHE_RETRY_SECONDS=0)  # the pause is over
     back = until_the_cache_answers()
     # The cache still held the stamp from before the outage; a process that slept through it must not keep
     # trusting what it compiled then: the stamps were renewed.
@@ -325,7 +328,7 @@ def test_stamp_copies_are_kept_by_every_move(on_redis: RedisServer) -> None:
 def test_outage_settings_are_checked(settings: Any, override: dict[str, Any], check_id: str) -> None:
     from mcp_expose.checks import check_settings
 
-    settings.MCP_EXPOSE = override
+    settings.MCP_EXPOSE = changed_settings(**override)
     assert check_id in [message.id for message in check_settings()]
     settings.MCP_EXPOSE = {}
     assert not [message for message in check_settings() if message.id in ("mcp_expose.E014", "mcp_expose.E015")]

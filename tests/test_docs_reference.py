@@ -13,7 +13,7 @@ import ast
 import re
 from pathlib import Path
 
-from mcp_expose.core.conf import DEFAULTS
+from mcp_expose.core.conf import ADVANCED_DEFAULTS, DEFAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "mcp_expose"
@@ -108,8 +108,19 @@ def error_codes() -> set[str]:
 
 def test_every_setting_has_its_heading_and_every_heading_is_a_setting() -> None:
     documented = headings("settings.md", 3)
-    assert sorted(set(DEFAULTS) - documented) == [], "settings missing from docs/reference/settings.md"
-    assert sorted(documented - set(DEFAULTS)) == [], "headings in docs/reference/settings.md that are no setting"
+    every = set(DEFAULTS) | set(ADVANCED_DEFAULTS)
+    assert sorted(every - documented) == [], "settings missing from docs/reference/settings.md"
+    assert sorted(documented - every) == [], "headings in docs/reference/settings.md that are no setting"
+
+
+def test_a_deployment_chooses_among_at_most_48_settings_and_the_tuning_knobs_are_documented_apart() -> None:
+    """What a deployment sets is the top level of MCP_EXPOSE; the tuning knobs are one of its keys, ADVANCED."""
+    assert len(DEFAULTS) <= 48 and "ADVANCED" in DEFAULTS
+    assert not set(DEFAULTS) & set(ADVANCED_DEFAULTS)
+    page = (REFERENCE / "settings.md").read_text()
+    advanced = page[page.index("## Advanced: `ADVANCED`") : page.index("## Other Django settings")]
+    assert {name for name in ADVANCED_DEFAULTS if f"### `{name}`" in advanced} == set(ADVANCED_DEFAULTS)
+    assert not [name for name in DEFAULTS if name != "ADVANCED" and f"### `{name}`" in advanced]
 
 
 def test_every_check_id_has_its_heading_and_every_heading_is_a_check() -> None:

@@ -11,6 +11,7 @@ from django.test import override_settings
 
 from mcp_expose.calls import usage_writer
 from mcp_expose.catalog.compiled import CatalogProvider
+from mcp_expose.core.conf import changed_settings
 from mcp_expose.serving.asgi import McpExposeASGI
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
@@ -47,7 +48,7 @@ async def test_the_collector_is_frozen_after_startup_unless_told_not_to(freeze: 
         seen.append(gc.get_freeze_count())
 
     try:
-        with override_settings(MCP_EXPOSE={"FREEZE_GC": freeze}):
+        with override_settings(MCP_EXPOSE=changed_settings(FREEZE_GC=freeze)):
             app = McpExposeASGI(lambda *args: None, provider=CatalogProvider())
             sent = await run_lifespan(app, look)
     finally:
@@ -62,6 +63,6 @@ async def test_usage_rows_are_batched_while_up_and_written_at_shutdown() -> None
     async def look() -> None:
         states.append(usage_writer.writer is not None and usage_writer.writer.running)
 
-    with override_settings(MCP_EXPOSE={"FREEZE_GC": False, "USAGE_BATCH_SECONDS": 0.2}):
+    with override_settings(MCP_EXPOSE=changed_settings(FREEZE_GC=False, USAGE_BATCH_SECONDS=0.2)):
         await run_lifespan(McpExposeASGI(lambda *args: None, provider=CatalogProvider()), look)
     assert states == [True] and usage_writer.writer is None  # stopped (and flushed) at shutdown

@@ -16,6 +16,7 @@ from django.db import OperationalError, connection, connections
 import mcp_expose
 from mcp_expose.calls.dispatch import call_tool
 from mcp_expose.catalog.compiled import Catalog, compile_catalog
+from mcp_expose.core.conf import changed_settings
 from mcp_expose.core.outage import database_unavailable
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.registry import CapabilityRegistry
@@ -45,7 +46,7 @@ async def test_a_locked_database_is_unavailable_logged_once_and_writes_nothing(
 ) -> None:
     from project.library.models import Author
 
-    settings.MCP_EXPOSE = {**getattr(settings, "MCP_EXPOSE", {}), "UNAVAILABLE_RETRY_AFTER": 7}
+    settings.MCP_EXPOSE = changed_settings(getattr(settings, "MCP_EXPOSE", {}), UNAVAILABLE_RETRY_AFTER=7)
     with caplog.at_level(logging.INFO, logger="mcp_expose"):
         outcomes = [await call_tool(catalog, principal(), "t.add_author", {"name": f"locked-{n}"}) for n in range(3)]
     for outcome in outcomes:

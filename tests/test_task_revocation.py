@@ -21,6 +21,7 @@ import mcp_expose
 from mcp_expose.access.authenticators import authenticate_api_key
 from mcp_expose.calls.dispatch import CallRequest
 from mcp_expose.catalog.compiled import provider
+from mcp_expose.core.conf import changed_settings
 from mcp_expose.core.endpoints import DEFAULT_ENDPOINT, endpoint_named
 from mcp_expose.core.principal import Principal, principal_for_user
 from mcp_expose.declare.registry import CapabilityRegistry
@@ -57,7 +58,7 @@ def runs(restore_global_registry: CapabilityRegistry, settings: Any) -> Iterator
         return "never"
 
     mcp_expose.tool(registry=restore_global_registry, key=KEY, task="optional")(wait_for_cancel)
-    settings.MCP_EXPOSE = {**settings.MCP_EXPOSE, "TASK_HEARTBEAT": 0.05}
+    settings.MCP_EXPOSE = changed_settings(settings.MCP_EXPOSE, TASK_HEARTBEAT=0.05)
     provider.invalidate()
     yield seen
     provider.invalidate()

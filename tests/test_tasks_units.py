@@ -18,6 +18,7 @@ import mcp_expose
 from mcp_expose.calls import tasks
 from mcp_expose.catalog.compiled import compile_catalog
 from mcp_expose.checks import check_settings
+from mcp_expose.core.conf import changed_settings
 from mcp_expose.core.errors import DeclarationError
 from mcp_expose.core.principal import anonymous_principal, principal_for_user
 from mcp_expose.declare.exposure_state import ExposureState
@@ -233,7 +234,7 @@ def test_the_admin_lists_tasks_and_cancels_them_with_the_permission_and_csrf(own
     ],
 )
 def test_the_checks_name_task_settings_that_cannot_work(settings_: dict[str, Any], check_id: str, text: str) -> None:
-    with override_settings(MCP_EXPOSE=settings_):
+    with override_settings(MCP_EXPOSE=changed_settings(**settings_)):
         found = [message for message in check_settings() if message.id == check_id]
     assert len(found) == 1 and text in found[0].msg
     assert not [message for message in check_settings() if message.id in ("mcp_expose.E018", "mcp_expose.W015")]

@@ -21,6 +21,7 @@ from mcp import MCPError
 import mcp_expose
 from mcp_expose import Elicit, InvocationContext
 from mcp_expose.calls.invoke import CallAbandoned
+from mcp_expose.core.conf import changed_settings
 from mcp_expose.core.db import hops_on_callers_thread, in_worker_thread
 from mcp_expose.declare.registry import CapabilityRegistry
 from mcp_expose.models import ExposedTool, ToolCall
@@ -493,7 +494,7 @@ def test_the_live_server_leaves_the_test_process_s_collector_alone(settings: Any
     """FREEZE_GC is for a server's own process: in the test run's, it would keep every earlier test's objects."""
     import gc
 
-    settings.MCP_EXPOSE = {**settings.MCP_EXPOSE, "FREEZE_GC": True}
+    settings.MCP_EXPOSE = changed_settings(settings.MCP_EXPOSE, FREEZE_GC=True)
     frozen_before = gc.get_freeze_count()
     with LiveMcpServer() as live:
         assert live.port is not None

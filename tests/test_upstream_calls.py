@@ -13,6 +13,7 @@ import pytest
 from django.test import override_settings
 
 from mcp_expose.core.chain import CallChain, DepthExceeded
+from mcp_expose.core.conf import changed_settings
 from mcp_expose.core.content import ContentBundle
 from mcp_expose.core.context import InvocationContext
 from mcp_expose.core.errors import ToolError, UpstreamError, UpstreamUnavailable
@@ -25,7 +26,9 @@ from mcp_expose.upstream.results import OutputCheck
 from tests.live import LiveServer
 from tests.upstream_servers import run_upstream
 
-SETTINGS = {"UPSTREAM_ALLOW_LOOPBACK": True, "UPSTREAM_BREAKER_THRESHOLD": 3, "UPSTREAM_MAX_RESULT_BYTES": 1024 * 1024}
+SETTINGS = changed_settings(
+    UPSTREAM_ALLOW_LOOPBACK=True, UPSTREAM_BREAKER_THRESHOLD=3, UPSTREAM_MAX_RESULT_BYTES=1024 * 1024
+)
 OUTPUT = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
 

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
+from mcp_expose.core.conf import changed_settings
 from mcp_expose.declare.json_schemas import freeze, thaw
 from mcp_expose.models import UpstreamServer, UpstreamTool
 from mcp_expose.upstream.discovery import Discovery, UpstreamTarget, discover
@@ -53,7 +54,7 @@ def hostile(files: Path) -> Iterator[LiveServer]:
 
 
 def read(url: str, protocol: str = "auto", settings: dict[str, Any] | None = None, **options: Any) -> Discovery:
-    with override_settings(MCP_EXPOSE={"UPSTREAM_ALLOW_LOOPBACK": True, **(settings or {})}):
+    with override_settings(MCP_EXPOSE=changed_settings(UPSTREAM_ALLOW_LOOPBACK=True, **(settings or {}))):
         return anyio.run(discover, UpstreamTarget(1, "up", url, protocol, **options))
 
 
@@ -436,7 +437,7 @@ def test_the_doctor_shows_the_first_diagnostics_and_says_how_many_more_there_are
 ) -> None:
     UpstreamServer.objects.create(name="many", url=f"{hostile.base_url}/mcp/many", protocol="2026-07-28")
     # Every one of the 200 descriptions is over a limit of 500 characters: 200 diagnostics.
-    with override_settings(MCP_EXPOSE={"UPSTREAM_ALLOW_LOOPBACK": True, "UPSTREAM_MAX_DESCRIPTION": 500}):
+    with override_settings(MCP_EXPOSE=changed_settings(UPSTREAM_ALLOW_LOOPBACK=True, UPSTREAM_MAX_DESCRIPTION=500)):
         with pytest.raises(SystemExit):
             call_command("mcp_doctor", upstream="many")
     report = capsys.readouterr().out

@@ -13,6 +13,7 @@ import pytest
 from django.test import override_settings
 
 from mcp_expose.core.chain import CallChain
+from mcp_expose.core.conf import changed_settings
 from mcp_expose.core.context import InvocationContext
 from mcp_expose.core.errors import ToolError
 from mcp_expose.core.principal import Principal
@@ -25,7 +26,7 @@ from tests.live import LiveServer
 from tests.upstream_servers import run_upstream
 from tests.upstreams.hostile_server import CALL_TOOLS
 
-SETTINGS = {"UPSTREAM_ALLOW_LOOPBACK": True, "UPSTREAM_MAX_RESULT_BYTES": 1024 * 1024}
+SETTINGS = changed_settings(UPSTREAM_ALLOW_LOOPBACK=True, UPSTREAM_MAX_RESULT_BYTES=1024 * 1024)
 OUTPUT = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 # Every tool of the corpus, and the one the call names that no tool has.
 CORPUS = [tool["name"] for tool in CALL_TOOLS] + ["no_such_tool"]

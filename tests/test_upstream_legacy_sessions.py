@@ -13,6 +13,7 @@ import pytest
 from django.test import override_settings
 
 from mcp_expose.core.chain import CallChain
+from mcp_expose.core.conf import changed_settings
 from mcp_expose.core.content import ContentBundle
 from mcp_expose.core.context import InvocationContext
 from mcp_expose.core.errors import ToolError, UpstreamError, UpstreamUnavailable
@@ -23,7 +24,7 @@ from mcp_expose.upstream.legacy_sessions import sessions
 from tests.live import LiveServer
 from tests.upstream_servers import run_upstream
 
-SETTINGS = {"UPSTREAM_ALLOW_LOOPBACK": True, "UPSTREAM_BREAKER_THRESHOLD": 100}
+SETTINGS = changed_settings(UPSTREAM_ALLOW_LOOPBACK=True, UPSTREAM_BREAKER_THRESHOLD=100)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
+from mcp_expose.core.conf import changed_settings
 from mcp_expose.core.ssrf_guard import AddressRefused, address_problem, check_host, check_url
 from mcp_expose.declare.names import server_name_problem
 from mcp_expose.upstream.bounded_json import (
@@ -301,7 +302,7 @@ def test_names_equal_ignoring_case_are_all_refused_so_none_takes_over_another() 
     assert sorted(diagnostic.tool or "" for diagnostic in diagnostics) == ["Echo", "echo"]
 
 
-@override_settings(MCP_EXPOSE={"UPSTREAM_MAX_TOOLS": 2})
+@override_settings(MCP_EXPOSE=changed_settings(UPSTREAM_MAX_TOOLS=2))
 def test_a_listing_longer_than_the_limit_is_read_up_to_it() -> None:
     definitions, diagnostics = read_tools([tool("a"), tool("b"), tool("c")], "s")
     assert [definition.name for definition in definitions] == ["a", "b"]
@@ -474,7 +475,7 @@ def test_a_header_may_name_an_environment_variable_with_the_prefix_only(monkeypa
 
 
 @override_settings(
-    MCP_EXPOSE={"UPSTREAM_ALLOWED_NETWORKS": ["10.0.0.0/8", "not-a-network", 7], "UPSTREAM_MAX_TOOLS": 0}
+    MCP_EXPOSE=changed_settings(UPSTREAM_ALLOWED_NETWORKS=["10.0.0.0/8", "not-a-network", 7], UPSTREAM_MAX_TOOLS=0)
 )
 def test_unusable_upstream_settings_are_reported_by_the_check() -> None:
     from mcp_expose.checks import check_settings
@@ -498,7 +499,7 @@ def test_a_server_card_or_a_watch_setting_that_cannot_be_used_is_reported(
 ) -> None:
     from mcp_expose.checks import check_settings
 
-    with override_settings(MCP_EXPOSE={setting: value}):
+    with override_settings(MCP_EXPOSE=changed_settings(**{setting: value})):
         found = [message.msg for message in check_settings() if message.id == check_id]
     assert len(found) == 1 and words in found[0]
 

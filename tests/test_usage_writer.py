@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from mcp_expose.calls import usage, usage_spill, usage_writer
 from mcp_expose.calls.usage import CallRecord
+from mcp_expose.core.conf import changed_settings
 from mcp_expose.core.principal import Principal
 from mcp_expose.models import ToolCall
 
@@ -231,7 +232,7 @@ def test_the_insert_skips_only_a_row_id_already_written() -> None:
 def test_past_the_buffer_the_oldest_rows_are_spilled_and_written_when_the_database_is_back(
     write_lock: sqlite3.Connection, spill_dir: Path, settings: Any
 ) -> None:
-    settings.MCP_EXPOSE = {**settings.MCP_EXPOSE, "USAGE_BUFFER_ROWS": 3}
+    settings.MCP_EXPOSE = changed_settings(settings.MCP_EXPOSE, USAGE_BUFFER_ROWS=3)
     writer = usage_writer.UsageWriter(0.05)
     queued = [record(f"t.{index}") for index in range(5)]
     writer.start()

@@ -6,6 +6,7 @@ attributes at import, so `override_settings(MCP_EXPOSE=...)` always takes effect
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -59,26 +60,10 @@ DEFAULTS: dict[str, Any] = {
     "AUTODISCOVER_MODULE": "mcp",
     # Cache alias holding the catalog revision stamp. Must be shared by every process.
     "CACHE_ALIAS": "default",
-    # The shared cache is an accelerator: requests wait at most this long (seconds) for a Redis cache to
-    # connect and to answer (unless the cache's OPTIONS set socket_connect_timeout/socket_timeout), and after a
-    # failure this process skips the cache for CACHE_RETRY_SECONDS before trying it again. Meanwhile revisions
-    # are read from the database (see REVISION_STALENESS_SECONDS); rate-limited tools and later rounds of a
-    # confirmation or question are answered `unavailable`; everything else is served as usual.
-    "CACHE_CONNECT_TIMEOUT": 0.5,
-    "CACHE_READ_TIMEOUT": 0.5,
-    "CACHE_RETRY_SECONDS": 2.0,
-    # While the shared cache is unavailable, how old (seconds) the revisions a process read from the database
-    # may be: admin changes and revocations reach every process within this long.
-    "REVISION_STALENESS_SECONDS": 2.0,
-    # Every serving process compares the database's copies of the stamps with the cache this often (seconds),
-    # and renews a stamp the cache missed (a move the cache could not take): at most this long a change is unseen.
-    "REVISION_AUDIT_SECONDS": 5.0,
     # While the database is unavailable, a credential this process already knows keeps working this much
     # longer (seconds) past CREDENTIAL_CACHE_SECONDS: nothing can be revoked meanwhile either. An unknown
     # credential gets 503 with Retry-After. 0: no grace.
     "CREDENTIAL_OUTAGE_GRACE_SECONDS": 300,
-    # How often (seconds) an API key's last_used_at is written at most.
-    "API_KEY_LAST_USED_INTERVAL": 60,
     # How long (seconds) a process may reuse what it learned about a bearer credential (its user, scopes and
     # permissions) instead of asking the database again. Saving or deleting a key, token, user or permission
     # through the ORM ends that at once in every process; QuerySet.update() sends no signal, so it takes up to
@@ -108,9 +93,6 @@ DEFAULTS: dict[str, Any] = {
     # Default per-tool limits; code and the admin can only tighten them.
     "TOOL_TIMEOUT": 30.0,
     "MAX_RESULT_BYTES": 100_000,
-    # Seconds a call answered `unavailable` (the database locked past its busy timeout, or unreachable)
-    # tells its caller to wait before retrying.
-    "UNAVAILABLE_RETRY_AFTER": 5,
     # The longest string a parameter may be where the schema declares no bound of its own (a str parameter,
     # a URL part, a search, a lookup like name__icontains): longer ones are invalid_input before anything
     # runs. A view's or model's body fields take what they take over HTTP. Read when a tool's schema is
@@ -126,6 +108,84 @@ DEFAULTS: dict[str, Any] = {
     # (elicitation, sampling, roots), logging/setLevel, resource subscriptions and resumable streams.
     # 2026-07-28 clients are stateless either way.
     "LEGACY_SESSIONS": False,
+    # The directory of the spill files: append-only JSON lines, one usage row a line, with its row id, so a
+    # file written twice adds each row once. None: a directory under tempfile.gettempdir() named for the
+    # database ("mcp_expose-usage-<name>-<hash>"). Point it at persistent storage when /tmp is not.
+    "USAGE_SPILL_DIR": None,
+    # Answer plain tools/list and tools/call requests (2026-07-28, and stateless 2025-11-25) without the SDK's
+    # per-request machinery: listings encoded once per catalog revision and visibility set (the first one
+    # produced by the SDK itself), calls through the same dispatcher, answers byte for byte the SDK's.
+    # Off by itself, with one warning at startup, under an SDK lacking a piece it borrows (see sdk_internals).
+    "FAST_PATH": True,
+    # Answer every MCP request as JSON instead of SSE. Off: SSE lets clients see progress and
+    # lets a disconnect cancel a running call.
+    "JSON_RESPONSE": False,
+    # What tools and views get as the caller's credential (request.auth, principal.credential): a CallerCredential
+    # holding its kind, scopes, claims and expiry, never the secret. True: the object the authenticator accepted
+    # (a DOT AccessToken, DRF's Token, a simplejwt token: each holds, or makes, a working credential).
+    "RAW_CREDENTIAL_TO_TOOLS": False,
+    # Upstream MCP servers. Plain-HTTP loopback upstreams (127.0.0.1, ::1, localhost) are refused unless this is
+    # on: for the demo, tests, and a sidecar on the same host.
+    "UPSTREAM_ALLOW_LOOPBACK": False,
+    # Networks (CIDR, e.g. "10.20.0.0/16") or single addresses an upstream may resolve to although they are not
+    # public: private, shared or link-local ones. Cloud metadata addresses stay refused whatever is listed.
+    "UPSTREAM_ALLOWED_NETWORKS": [],
+    # A PEM file of certificate authorities trusted for upstreams' HTTPS besides the system's (a private CA);
+    # None: the system's alone. Host names are always checked.
+    "UPSTREAM_CA_BUNDLE": None,
+    # Discover every enabled upstream this often, in seconds, from the serving processes (0: only on request:
+    # the admin's "Discover now" and `manage.py mcp_discover`). A server another process discovered within the
+    # interval is skipped.
+    "UPSTREAM_DISCOVERY_INTERVAL": 0,
+    # Listen to each enabled upstream for notifications/tools/list_changed (2026-07-28: a subscriptions/listen
+    # stream; 2025-11-25: a session's standing stream) and discover it when it says its tools changed.
+    "UPSTREAM_LISTEN": True,
+    # Long tools as MCP tasks (the io.modelcontextprotocol/tasks extension, 2026-07-28): a call of a tool declared
+    # with task= from a client that declared the extension is answered at once with a task, run by Django's Tasks
+    # framework on this backend alias (settings.TASKS), and followed with tasks/get. False: never advertised, and
+    # every call runs directly (a tool that requires a task is then answered -32021).
+    "TASKS": True,
+    "TASK_BACKEND": "default",
+    # How long (seconds) a task and its result stay readable after it was created (its ttlMs); mcp_prune_usage
+    # removes it afterwards. None: until pruned by hand.
+    "TASK_TTL": 3600,
+    # Tasks one caller (an API key, an OAuth client for one user) may have working or waiting at once; one more
+    # is refused as rate_limited. None: no limit.
+    "MAX_ACTIVE_TASKS_PER_CALLER": 20,
+    # Tools declared with app= show their results as MCP Apps (the io.modelcontextprotocol/ui extension) to clients
+    # that negotiated it: advertised, their pages served as ui:// resources, `_meta.ui` on their definitions.
+    # False: never advertised, and every client gets those tools as text and structured results.
+    "APPS": True,
+    # Publish a server card (SEP-2127) at /.well-known/mcp/server-card: None for none, or a dict with the card's
+    # reverse-DNS "name" ("com.example/library"), and optionally "description", "version" and "websiteUrl".
+    "SERVER_CARD": None,
+    # The tuning knobs below (ADVANCED_DEFAULTS), for the rare deployment that must change one:
+    # {"ADVANCED": {"USAGE_BATCH_SECONDS": 0.5}}.
+    "ADVANCED": {},
+}
+
+# Tuning a deployment rarely sets, under MCP_EXPOSE["ADVANCED"]. (Set at the top level of MCP_EXPOSE, where they
+# were before, they are still read, and `manage.py check` warns: mcp_expose.W019.)
+ADVANCED_DEFAULTS: dict[str, Any] = {
+    # The shared cache is an accelerator: requests wait at most this long (seconds) for a Redis cache to
+    # connect and to answer (unless the cache's OPTIONS set socket_connect_timeout/socket_timeout), and after a
+    # failure this process skips the cache for CACHE_RETRY_SECONDS before trying it again. Meanwhile revisions
+    # are read from the database (see REVISION_STALENESS_SECONDS); rate-limited tools and later rounds of a
+    # confirmation or question are answered `unavailable`; everything else is served as usual.
+    "CACHE_CONNECT_TIMEOUT": 0.5,
+    "CACHE_READ_TIMEOUT": 0.5,
+    "CACHE_RETRY_SECONDS": 2.0,
+    # While the shared cache is unavailable, how old (seconds) the revisions a process read from the database
+    # may be: admin changes and revocations reach every process within this long.
+    "REVISION_STALENESS_SECONDS": 2.0,
+    # Every serving process compares the database's copies of the stamps with the cache this often (seconds),
+    # and renews a stamp the cache missed (a move the cache could not take): at most this long a change is unseen.
+    "REVISION_AUDIT_SECONDS": 5.0,
+    # How often (seconds) an API key's last_used_at is written at most.
+    "API_KEY_LAST_USED_INTERVAL": 60,
+    # Seconds a call answered `unavailable` (the database locked past its busy timeout, or unreachable)
+    # tells its caller to wait before retrying.
+    "UNAVAILABLE_RETRY_AFTER": 5,
     # A stateful session with no request in flight and no open standing (GET) stream for this many seconds is
     # ended (its id then answers 404 and the client initializes again): a client that went away without
     # DELETE frees its memory soon. The SDK's own default is 30 minutes.
@@ -148,35 +208,10 @@ DEFAULTS: dict[str, Any] = {
     # unreachable); they are retried until it can. Past this many, the oldest go to a spill file on local
     # disk (USAGE_SPILL_DIR), written to the database at the next server start. Calls never wait for it.
     "USAGE_BUFFER_ROWS": 10_000,
-    # The directory of the spill files: append-only JSON lines, one usage row a line, with its row id, so a
-    # file written twice adds each row once. None: a directory under tempfile.gettempdir() named for the
-    # database ("mcp_expose-usage-<name>-<hash>"). Point it at persistent storage when /tmp is not.
-    "USAGE_SPILL_DIR": None,
     # At the end of the ASGI lifespan startup, call gc.freeze(): what is loaded at startup (Django, the
     # catalog, every module) is never scanned by the garbage collector again, which otherwise costs each
     # request a few percent of its CPU time in full collections. False leaves the collector alone.
     "FREEZE_GC": True,
-    # Answer plain tools/list and tools/call requests (2026-07-28, and stateless 2025-11-25) without the SDK's
-    # per-request machinery: listings encoded once per catalog revision and visibility set (the first one
-    # produced by the SDK itself), calls through the same dispatcher, answers byte for byte the SDK's.
-    # Off by itself, with one warning at startup, under an SDK lacking a piece it borrows (see sdk_internals).
-    "FAST_PATH": True,
-    # Answer every MCP request as JSON instead of SSE. Off: SSE lets clients see progress and
-    # lets a disconnect cancel a running call.
-    "JSON_RESPONSE": False,
-    # What tools and views get as the caller's credential (request.auth, principal.credential): a CallerCredential
-    # holding its kind, scopes, claims and expiry, never the secret. True: the object the authenticator accepted
-    # (a DOT AccessToken, DRF's Token, a simplejwt token: each holds, or makes, a working credential).
-    "RAW_CREDENTIAL_TO_TOOLS": False,
-    # Upstream MCP servers. Plain-HTTP loopback upstreams (127.0.0.1, ::1, localhost) are refused unless this is
-    # on: for the demo, tests, and a sidecar on the same host.
-    "UPSTREAM_ALLOW_LOOPBACK": False,
-    # Networks (CIDR, e.g. "10.20.0.0/16") or single addresses an upstream may resolve to although they are not
-    # public: private, shared or link-local ones. Cloud metadata addresses stay refused whatever is listed.
-    "UPSTREAM_ALLOWED_NETWORKS": [],
-    # A PEM file of certificate authorities trusted for upstreams' HTTPS besides the system's (a private CA);
-    # None: the system's alone. Host names are always checked.
-    "UPSTREAM_CA_BUNDLE": None,
     # The bounded reader's limits on what an upstream lists: tools per server, characters of a title and of a
     # description, bytes and nesting levels of an input or output schema. An entry past one is refused alone.
     "UPSTREAM_MAX_TOOLS": 500,
@@ -196,22 +231,6 @@ DEFAULTS: dict[str, Any] = {
     # an unreadable answer) make calls fail fast for UPSTREAM_BREAKER_COOLDOWN seconds; then one call probes.
     "UPSTREAM_BREAKER_THRESHOLD": 5,
     "UPSTREAM_BREAKER_COOLDOWN": 30,
-    # Discover every enabled upstream this often, in seconds, from the serving processes (0: only on request:
-    # the admin's "Discover now" and `manage.py mcp_discover`). A server another process discovered within the
-    # interval is skipped.
-    "UPSTREAM_DISCOVERY_INTERVAL": 0,
-    # Listen to each enabled upstream for notifications/tools/list_changed (2026-07-28: a subscriptions/listen
-    # stream; 2025-11-25: a session's standing stream) and discover it when it says its tools changed.
-    "UPSTREAM_LISTEN": True,
-    # Long tools as MCP tasks (the io.modelcontextprotocol/tasks extension, 2026-07-28): a call of a tool declared
-    # with task= from a client that declared the extension is answered at once with a task, run by Django's Tasks
-    # framework on this backend alias (settings.TASKS), and followed with tasks/get. False: never advertised, and
-    # every call runs directly (a tool that requires a task is then answered -32021).
-    "TASKS": True,
-    "TASK_BACKEND": "default",
-    # How long (seconds) a task and its result stay readable after it was created (its ttlMs); mcp_prune_usage
-    # removes it afterwards. None: until pruned by hand.
-    "TASK_TTL": 3600,
     # The interval (seconds) a client is told to poll tasks/get at (pollIntervalMs).
     "TASK_POLL_INTERVAL": 1.0,
     # A worker running a task writes a heartbeat this often (seconds) and looks for a cancellation. A running
@@ -221,37 +240,69 @@ DEFAULTS: dict[str, Any] = {
     # A task whose run no worker took within this many seconds of being queued is failed (its job was lost, or
     # no worker serves the queue). Raise it when tasks may wait longer behind others.
     "TASK_QUEUE_TIMEOUT": 600.0,
-    # Tasks one caller (an API key, an OAuth client for one user) may have working or waiting at once; one more
-    # is refused as rate_limited. None: no limit.
-    "MAX_ACTIVE_TASKS_PER_CALLER": 20,
-    # Tools declared with app= show their results as MCP Apps (the io.modelcontextprotocol/ui extension) to clients
-    # that negotiated it: advertised, their pages served as ui:// resources, `_meta.ui` on their definitions.
-    # False: never advertised, and every client gets those tools as text and structured results.
-    "APPS": True,
     # The largest page (bytes of rendered HTML, inlined assets included) a ui:// resource may be; larger is an error.
     "APP_MAX_PAGE_BYTES": 2 * 1024 * 1024,
-    # Publish a server card (SEP-2127) at /.well-known/mcp/server-card: None for none, or a dict with the card's
-    # reverse-DNS "name" ("com.example/library"), and optionally "description", "version" and "websiteUrl".
-    "SERVER_CARD": None,
 }
 
 
 class ExposeSettings:
-    """Attribute access to `MCP_EXPOSE` with the defaults filled in."""
+    """Attribute access to `MCP_EXPOSE` with the defaults filled in: the public settings at its top level, the
+    tuning knobs (`ADVANCED_DEFAULTS`) under its `ADVANCED` dict, both read as attributes."""
 
     def __init__(self, user_settings: dict[str, Any] | None = None) -> None:
         self.user_settings = dict(user_settings or {})
+        advanced = self.user_settings.get("ADVANCED")
+        self.advanced_settings: dict[str, Any] = dict(advanced) if isinstance(advanced, dict) else {}
 
     def __getattr__(self, name: str) -> Any:
-        if name not in DEFAULTS:
+        if name in DEFAULTS:
+            value = self.user_settings.get(name, DEFAULTS[name])
+        elif name in ADVANCED_DEFAULTS:
+            # Under ADVANCED; else where it was before (W019 says to move it); else the default.
+            value = self.advanced_settings.get(name, self.user_settings.get(name, ADVANCED_DEFAULTS[name]))
+        else:
             raise AttributeError(f"Invalid MCP_EXPOSE setting: {name!r}")
-        value = self.user_settings.get(name, DEFAULTS[name])
         setattr(self, name, value)
         return value
 
     @property
     def unknown_keys(self) -> list[str]:
-        return sorted(set(self.user_settings) - set(DEFAULTS))
+        """Keys of MCP_EXPOSE that are no setting (a tuning knob at the top level is one, moved: `moved_keys`)."""
+        return sorted(set(self.user_settings) - set(DEFAULTS) - set(ADVANCED_DEFAULTS))
+
+    @property
+    def unknown_advanced_keys(self) -> list[str]:
+        return sorted(set(self.advanced_settings) - set(ADVANCED_DEFAULTS))
+
+    @property
+    def moved_keys(self) -> list[str]:
+        """Tuning knobs set at the top level of MCP_EXPOSE, where they were before `ADVANCED`."""
+        return sorted(set(self.user_settings) & set(ADVANCED_DEFAULTS))
+
+
+def setting_label(name: str) -> str:
+    """Where a setting is written, as a message names it: `MCP_EXPOSE['PATH']`, `MCP_EXPOSE['ADVANCED']['TASK_LEASE']`."""
+    return f"MCP_EXPOSE['ADVANCED'][{name!r}]" if name in ADVANCED_DEFAULTS else f"MCP_EXPOSE[{name!r}]"
+
+
+def changed_settings(base: Mapping[str, Any] | None = None, **changes: Any) -> dict[str, Any]:
+    """A copy of an `MCP_EXPOSE` dict (`base`) with `changes`, each in its place: a tuning knob under `ADVANCED`.
+
+    For tests and settings files: `override_settings(MCP_EXPOSE=changed_settings(settings.MCP_EXPOSE,
+    TASK_LEASE=5, FAST_PATH=False))`."""
+    changed = dict(base or {})
+    advanced = dict(changed.get("ADVANCED") or {})
+    for name, value in changes.items():
+        if name in ADVANCED_DEFAULTS:
+            advanced[name] = value
+            changed.pop(name, None)  # the old place, which would be read only without ADVANCED's
+        elif name in DEFAULTS:
+            changed[name] = value
+        else:
+            raise ValueError(f"{name!r} is no MCP_EXPOSE setting.")
+    if advanced:
+        changed["ADVANCED"] = advanced
+    return changed
 
 
 @cache

@@ -21,10 +21,12 @@ __all__ = [
     "assert_tool_error",
     "assert_tool_result",
     "assert_visible",
+    "changed_settings",
     "reset_shared_state",
 ]
 
 if TYPE_CHECKING:
+    from mcp_expose.core.conf import changed_settings
     from mcp_expose.testing.assertions import (
         assert_cannot_call,
         assert_hidden,
@@ -50,6 +52,7 @@ _LAZY = {
     "assert_tool_error": ".assertions",
     "assert_tool_result": ".assertions",
     "assert_visible": ".assertions",
+    "changed_settings": "..core.conf",
     "reset_shared_state": ".state",
 }
 

@@ -222,7 +222,9 @@ def _startup_settings(*, batch_usage: bool) -> Any:
     from django.conf import settings
     from django.test.utils import override_settings
 
+    from mcp_expose.core.conf import changed_settings
+
     overrides: dict[str, Any] = {"FREEZE_GC": False}
     if not batch_usage:
         overrides["USAGE_BATCH_SECONDS"] = 0
-    return override_settings(MCP_EXPOSE={**getattr(settings, "MCP_EXPOSE", {}), **overrides})
+    return override_settings(MCP_EXPOSE=changed_settings(getattr(settings, "MCP_EXPOSE", {}), **overrides))
