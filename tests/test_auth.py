@@ -199,27 +199,27 @@ def test_changes_to_users_and_permissions_reach_known_credentials(
 def test_the_event_loop_answers_only_what_needs_no_database(
     user: User, django_assert_num_queries: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
-    """`_authenticate_in_loop` (no thread hop) answers from this process's memory and the local cache, or
+    """`Gate.authenticate_in_loop` (no thread hop) answers from this process's memory and the local cache, or
     says None: an unknown credential, a moved stamp, a catalog not yet compiled. A networked cache is never
     read on the loop at all."""
     from mcp_expose.access.credential_cache import CREDENTIALS_KEY
     from mcp_expose.catalog.compiled import CatalogProvider
     from mcp_expose.catalog.revision import REVISION_KEY, local_stamp_cache, read_stamps
-    from mcp_expose.serving.asgi import McpExposeASGI
+    from mcp_expose.serving.gate import Gate
 
-    edge = McpExposeASGI(lambda *args: None, provider=CatalogProvider())
+    edge = Gate(CatalogProvider())
 
     def in_loop(headers: dict[str, str], resource: str) -> Any:
         """As the edge does it: the stamps from the local cache, then the answer without a hop, if any."""
         stamps = read_stamps(REVISION_KEY, CREDENTIALS_KEY, cache=local_stamp_cache())
-        return edge._authenticate_in_loop(headers, frozenset(), resource, stamps)
+        return edge.authenticate_in_loop(headers, frozenset(), resource, stamps)
 
     _, secret = ApiKey.create_key(user=user, name="agent", scopes="library:read")
     resource = "http://testserver/mcp"
     with django_assert_num_queries(0):
         assert in_loop(bearer(secret), resource) is None  # nothing compiled yet
         assert in_loop({}, resource) is None
-    principal, catalog = edge._authenticate(bearer(secret), frozenset(), resource)  # the hop: learns both
+    principal, catalog = edge.authenticate(bearer(secret), frozenset(), resource)  # the hop: learns both
     with django_assert_num_queries(0):
         assert in_loop(bearer(secret), resource) == (principal, catalog)
         assert in_loop({}, resource) == (MISSING, None)
