@@ -19,8 +19,8 @@ as always: a cursor, a progress token or log level, `Mcp-Param-*` headers, a lat
 input responses), a task, a tool the caller cannot call, one needing confirmation or bound to headers
 (`x-mcp-header`), and a malformed request of any kind.
 
-The few SDK pieces used here that the SDK does not publish come from `sdk_internals`, checked at startup: with an
-SDK that lacks one, `usable()` is False and the SDK answers everything.
+Its whole contract with the SDK's path (what is plain, what it borrows, where it falls back, how it is proven) is
+written in `fastpath_contract`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from mcp_types import methods as wire_methods
 from pydantic import BaseModel, ValidationError
 from starlette.types import Message, Receive, Scope, Send
 
-from mcp_expose.access.policy import decide, listing_key
+from mcp_expose.access.policy import listing_key
 from mcp_expose.access.protected_resource import request_origin
 from mcp_expose.calls.confirmation import StaleConfirmation
 from mcp_expose.calls.dispatch import CallRequest, ToolOutcome
@@ -55,7 +55,7 @@ from mcp_expose.core.context import LogSender, no_log
 from mcp_expose.core.db import in_worker_thread, tidies_connections
 from mcp_expose.core.principal import Principal
 from mcp_expose.declare.apps import apps_negotiated
-from mcp_expose.declare.json_schemas import thaw
+from mcp_expose.serving.fastpath_contract import call_left_to_sdk
 from mcp_expose.serving.fastpath_legacy import (
     INITIALIZED,
     answer_as_event_stream,
@@ -88,9 +88,6 @@ ENCODED_LISTINGS: MemoKind[tuple[Hashable, ...], bytes] = MemoKind("encoded list
 CONSTANT_ANSWERS: MemoKind[tuple[str, ...], bytes] = MemoKind("constant answers", limit=64)
 # Tools whose schema depends on who calls.
 VARYING_TOOLS: MemoKind[None, tuple[ToolEntry, ...]] = MemoKind("tools varying by caller", limit=1)
-# Tools with `x-mcp-header` parameters.
-HEADER_BOUND: MemoKind[None, frozenset[str]] = MemoKind("header-bound tools", limit=1)
-HEADER_ANNOTATION = "x-mcp-header"
 
 Fallback = Callable[[Send], Awaitable[None]]
 
@@ -233,15 +230,10 @@ async def serve_call(
 ) -> bool:
     """Run the call and send its answer, saying True; or let the SDK answer it (False)."""
     name = plain.params["name"]
-    entry = catalog.get(name)
-    if (
-        entry is None
-        or entry.requires_confirmation
-        or entry.task_support is not None
-        or name in _header_bound(catalog)
-        or server.cache_hints.get("tools/call") is not None
-        or not decide(principal, entry).allowed
-    ):
+    entry, reason = call_left_to_sdk(name, catalog, principal, server)
+    if reason is not None or entry is None:
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("tools/call %s goes to the SDK: %s", name, reason.value if reason else "")
         await exchange.fallback(exchange.send)
         return False
     if logger.isEnabledFor(logging.DEBUG):  # before the answer leaves, so whoever reads it can see this line
@@ -254,17 +246,6 @@ async def serve_call(
     else:  # a 2025-11-25 call's log messages ride its stream, at every level (a stateless session sets none)
         await answer_as_event_stream(answer, exchange.receive, exchange.send)
     return True
-
-
-def _header_bound(catalog: Catalog) -> frozenset[str]:
-    """Tools with `x-mcp-header` parameters: the SDK checks their headers against the arguments."""
-    return catalog.remember(
-        HEADER_BOUND,
-        None,
-        lambda: frozenset(
-            entry.name for entry in catalog.tools if HEADER_ANNOTATION in json.dumps(thaw(entry.input_schema))
-        ),
-    )
 
 
 async def _answer(

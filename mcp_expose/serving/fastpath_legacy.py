@@ -16,6 +16,8 @@ Here the same answers are written directly:
 the JSON-RPC envelope, the per-version wire surface, the params model; plus our agent-chain check. Stateful
 sessions (`LEGACY_SESSIONS`), any other version header, any other method, and anything those checks refuse are
 answered by the SDK.
+
+The whole contract with the SDK's path is written in `fastpath_contract`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Content-Type and Accept, the JSON-RPC envelope, duplicated routing headers, the `_meta` envelope against the
 headers, the per-version wire surface and the params model, then our agent-chain check. Whatever any of them
 refuses, or anything asking for more than one plain round, is left to the SDK. (`fastpath_legacy` decides the
-same for 2025-11-25.)"""
+same for 2025-11-25.) The whole contract with the SDK's path is written in `fastpath_contract`."""
 
 from __future__ import annotations
 
