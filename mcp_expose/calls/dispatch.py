@@ -215,7 +215,7 @@ async def call_tool(
         # writer in this process, the row is written now.
         if record.outcome != TASK_STARTED and not usage_writer.queue_or_none(record):
             with anyio.CancelScope(shield=True):
-                await in_worker_thread(usage.write)(record)
+                await _write_usage_in_thread(record)
 
 
 def _describe_outcome(record: usage.CallRecord, outcome: ToolOutcome) -> None:
@@ -247,7 +247,14 @@ def _describe_outcome(record: usage.CallRecord, outcome: ToolOutcome) -> None:
         )
 
 
+# Each hop made once (a hop's wrapper costs a little to make): the database work a call may wait for.
 _hit_in_thread = in_worker_thread(ratelimit.hit)
+_write_usage_in_thread = in_worker_thread(usage.write)
+_claim_round_in_thread = in_worker_thread(asking.claim_round)
+_continue_confirmed_in_thread = in_worker_thread(confirmation.continue_confirmed)
+_check_approval_page_in_thread = in_worker_thread(confirmation.check_approval_page)
+_ask_in_client_in_thread = in_worker_thread(confirmation.ask_in_client)
+_answer_from_client_in_thread = in_worker_thread(confirmation.answer_from_client)
 
 
 async def _run(
@@ -338,7 +345,7 @@ async def claim_round(request: CallRequest) -> None:
     """A repeated call answers one round, once: a replayed request state is refused (`StaleConfirmation`)."""
     round_id = request.client.round_id
     if request.request_state is not None and round_id is not None:
-        if not await in_worker_thread(asking.claim_round)(round_id):
+        if not await _claim_round_in_thread(round_id):
             raise StaleConfirmation("this round was already answered")
 
 
@@ -351,19 +358,17 @@ async def _confirm(entry: ToolEntry, principal: Principal, arguments: Mapping[st
     state = read_state(request.request_state)
     if confirmation.CONFIRMED_KEY in state and request.request_state is not None:
         # A later round: the tool asked its client more after the person said yes.
-        await in_worker_thread(confirmation.continue_confirmed)(entry, principal, arguments, request.request_state)
+        await _continue_confirmed_in_thread(entry, principal, arguments, request.request_state)
         return
     if entry.confirmation_channel == APPROVAL_PAGE_CHANNEL or not request.can_elicit:
-        approved = await in_worker_thread(confirmation.check_approval_page)(
-            entry, principal, arguments, request.base_url
-        )
+        approved = await _check_approval_page_in_thread(entry, principal, arguments, request.base_url)
         # Questions the tool asks next carry the approval, so a later round needs no second one.
         client.carried = {confirmation.CONFIRMED_KEY: approved}
         return
     if confirmation.STATE_KEY not in state:
-        raise await in_worker_thread(confirmation.ask_in_client)(entry, principal, arguments)
+        raise await _ask_in_client_in_thread(entry, principal, arguments)
     assert request.request_state is not None  # the state names the question answered
-    ran = await in_worker_thread(confirmation.answer_from_client)(
+    ran = await _answer_from_client_in_thread(
         entry,
         principal,
         arguments,
