@@ -22,12 +22,13 @@ from . import proc
 from .measure import Target, check_answers, measure, warm_up
 from .peers import COMMON_DIR, PEERS, Peer, ensure_venv
 from .report import summarize
-from .servers import ROOT, Server
-from .session import OURS_APP, Plan, _django, django_env
+from .servers import LOAD_CPU, ROOT, Server
+from .session import BARE_APP, OURS_APP, Plan, _django, django_env
 from .workloads import ECHO_TEXT, PEER_TARGET, WORKLOADS, Workload, _listing
 
-# Each peer workload, and the tool profile a peer serves for it (bench/peers/README.md).
-PEER_WORKLOADS = {"list2": "two", "list200": "many", "echo": "calls"}
+# Each peer workload, and the tool profile a peer serves for it (bench/peers/README.md). In `proxy`, ours and a
+# proxying peer both call one bare upstream (the bench's bare server), started first.
+PEER_WORKLOADS = {"list2": "two", "list200": "many", "echo": "calls", "proxy": "calls"}
 VENV_ROOT = ROOT / "var" / "bench-peers"
 
 
@@ -67,12 +68,24 @@ def run_peers(names: list[str], plan: Plan, data_dir: Path, api_key: str, log: C
     idle: list[dict[str, Any]] = []
     for workload_name, profile in PEER_WORKLOADS.items():
         workload = WORKLOADS[workload_name]
+        serving = [peer for peer in peers if workload_name in peer.workloads]
+        if not serving:
+            continue
         _django(data_dir, "-m", "bench.catalogs", workload.ours_catalog)
         with ExitStack() as stack:
+            upstream: dict[str, str] = {}
+            if workload.gateway:  # one bare upstream for ours and the peer, on the load's core as in `session`
+                bare_env = {"BENCH_BARE_CATALOG": workload.bare_catalog, "BENCH_DB": str(data_dir / "demo.sqlite3")}
+                bare = Server("bare", BARE_APP, bare_env, data_dir, cpu=LOAD_CPU)
+                bare.env["BENCH_RESOURCE"] = bare.url
+                stack.callback(bare.stop)
+                bare.start()
+                _django(data_dir, "-m", "bench.catalogs", "gateway", bare.url)
+                upstream = {"BENCH_PEER_UPSTREAM": bare.url}
             ours = Server("ours", OURS_APP, django_env(data_dir), data_dir)
             stack.callback(ours.stop)
             ours.start()
-            for peer in peers:
+            for peer in serving:
                 peer_data = data_dir / "peers" / peer.name
                 peer_data.mkdir(parents=True, exist_ok=True)
                 env = {
@@ -80,6 +93,7 @@ def run_peers(names: list[str], plan: Plan, data_dir: Path, api_key: str, log: C
                     "BENCH_PEER_PROFILE": profile,
                     "BENCH_PEER_DATA": str(peer_data),
                     "PYTHONPATH": str(COMMON_DIR),
+                    **upstream,
                 }
                 _prepare(peer, pythons[peer.name], env, log)
                 server = Server(
@@ -97,7 +111,10 @@ def run_peers(names: list[str], plan: Plan, data_dir: Path, api_key: str, log: C
                     asked = as_peer_asks(workload, peer)
                     eras = [era for era in plan.eras if era in peer.eras]
                     pairs = [
-                        (Target(ours, workload, era, "Bearer " + api_key), Target(server, asked, era, None))
+                        (
+                            Target(ours, workload.as_gateway(), era, "Bearer " + api_key),
+                            Target(server, asked, era, None),
+                        )
                         for era in eras
                     ]
                     for pair in pairs:

@@ -17,6 +17,8 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..toolspec import ECHO_TOOL
+
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "requirements"
 # The peers' shared tool and Django settings modules (bench_peer_tools, bench_peer_settings): the runner puts
@@ -49,6 +51,8 @@ class Peer:
     setup: tuple[tuple[str, ...], ...] = ()
     tool_names: dict[str, str] = field(default_factory=lambda: dict(_PLAIN_NAMES))
     path: str = "/mcp"  # the MCP endpoint's path
+    # The peer workloads (bench/peer_run.PEER_WORKLOADS) it serves: a proxy serves only the proxied call.
+    workloads: tuple[str, ...] = ("list2", "list200", "echo")
     version: str = field(default="", compare=False)  # the library's pinned version, for the report
 
 
@@ -98,6 +102,19 @@ PEERS: dict[str, Peer] = {
             does_less=(
                 "A standalone Starlette app with in-code tools and in-memory sessions (lost on restart, one "
                 "process only): no authentication, no per-key tool grants, no usage log or admin, no database."
+            ),
+        ),
+        replace(
+            _FASTMCP,
+            name="fastmcp-proxy",
+            title="fastmcp 4.2.3, its proxy, stateless JSON",
+            env={"BENCH_FASTMCP_MODE": "proxy"},
+            workloads=("proxy",),
+            tool_names={**_PLAIN_NAMES, "echo": ECHO_TOOL},  # the upstream's own name, as it proxies it
+            does_less=(
+                "fastmcp's proxy (`create_proxy`) in front of the same bare upstream as our gateway, mirroring "
+                "the caller's era: no authentication, no per-key grants, no review or approval of upstream tools, "
+                "no bounded reader of their definitions, no breaker, no usage log."
             ),
         ),
         _django_peer(
