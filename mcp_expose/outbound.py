@@ -16,11 +16,10 @@ from typing import Any
 import httpx2
 
 from mcp_expose.core.context import InvocationContext
-from mcp_expose.core.db import in_worker_thread
 from mcp_expose.core.errors import ToolError
-from mcp_expose.core.ssrf_guard import AddressRefused, IPAddress, connectable_address
+from mcp_expose.core.ssrf_guard import AddressRefused, IPAddress
 from mcp_expose.upstream.tls import upstream_tls
-from mcp_expose.upstream.transport import MCP_CLIENT_TIMEOUT, send_pinned
+from mcp_expose.upstream.transport import MCP_CLIENT_TIMEOUT, resolve_in_thread, send_pinned
 
 
 class OutboundRefused(ToolError):
@@ -76,7 +75,7 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
 async def _checked(url: str) -> tuple[str, list[IPAddress]]:
     """The URL's host and the addresses to connect to, resolved and checked now (in a thread: it may look up DNS)."""
     try:
-        host, _port, addresses = await in_worker_thread(connectable_address, abandon_on_cancel=True)(url)
+        host, _port, addresses = await resolve_in_thread(url)
     except AddressRefused as exc:
         raise OutboundRefused(str(exc)) from None
     return host, addresses

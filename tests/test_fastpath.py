@@ -737,7 +737,9 @@ FUTURE_SDK = Path(__file__).parent / "future_sdk"
 async def test_an_sdk_without_a_borrowed_piece_serves_everything_through_the_sdk(data: Path, key: str) -> None:
     """A later SDK without one of the unpublished pieces the fast path uses, and without a method stateful sessions
     override: the server still starts, warns once for each feature naming the piece, answers tools/list and
-    tools/call in both eras through the SDK (no fast answers), and serves 2025-11-25 clients statelessly."""
+    tools/call in both eras through the SDK (no fast answers), and serves 2025-11-25 clients statelessly. A real
+    process, because the names must be missing from the interpreter's start (tests/future_sdk), before anything of
+    the SDK or of ours is imported: an in-process server would find them already bound."""
     from .live import demo_env
     from .mcp_client import MODES, connect
     from .test_streams import INITIALIZE, legacy_headers

@@ -79,22 +79,28 @@ class WorkerHop(Generic[P, R]):
     - `shared_thread`: code that is not thread-safe (Django's declarations, imported at startup) runs on the one
       thread asgiref keeps for such code (`thread_sensitive=True`, always).
 
-    Each wrapper is made once."""
+    Each asgiref wrapper is made once, on the first call that needs it, so that making a hop costs nothing: a hop
+    made where it is used (`in_worker_thread(f)(...)`) is as cheap as one kept at module level."""
 
-    __slots__ = ("_apart", "_together", "abandon_on_cancel", "func")
+    __slots__ = ("_apart", "_together", "abandon_on_cancel", "func", "shared_thread")
 
     def __init__(self, func: Callable[P, R], *, abandon_on_cancel: bool = False, shared_thread: bool = False) -> None:
         self.func = func
         self.abandon_on_cancel = abandon_on_cancel
-        # Not thread-sensitive unless asked: outside Django's handler that would put every call on one global thread.
-        self._apart = sync_to_async(func, thread_sensitive=shared_thread)
+        self.shared_thread = shared_thread
+        self._apart: Callable[P, Coroutine[Any, Any, R]] | None = None
         self._together: Callable[P, Coroutine[Any, Any, R]] | None = None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
         if self.abandon_on_cancel:
             return anyio.to_thread.run_sync(functools.partial(self.func, *args, **kwargs), abandon_on_cancel=True)
         if not _ON_CALLERS_THREAD.get():
-            return self._apart(*args, **kwargs)
+            apart = self._apart
+            if apart is None:
+                # Not thread-sensitive unless asked: outside Django's handler that would put every call on one
+                # global thread.
+                apart = self._apart = sync_to_async(self.func, thread_sensitive=self.shared_thread)
+            return apart(*args, **kwargs)
         together = self._together
         if together is None:
             together = self._together = sync_to_async(self.func, thread_sensitive=True)

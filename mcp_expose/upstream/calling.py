@@ -127,7 +127,6 @@ async def call_upstream(call: UpstreamCall, arguments: dict[str, Any], context: 
     guard.succeeded(target.pk)
     if call.output is None:
         return read_result(result, target.name, None)  # bounded blocks, no schema: quick enough for the loop
-    # Checking the answer runs the approved output schema's patterns: off the event loop.
     return await _read_in_thread(result, target.name, call.output)
 
 

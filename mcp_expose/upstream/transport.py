@@ -32,6 +32,8 @@ PAGE_DEPTH = 64
 # The SDK client's own timeouts (30 s; a stream may stay quiet for 5 minutes), spelled here because the SDK keeps
 # them in a private module: for HTTP clients we hand to the SDK's `streamable_http_client`.
 MCP_CLIENT_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+# A host's addresses, looked up and checked off the event loop (DNS may take long; a cancelled request leaves it).
+resolve_in_thread = in_worker_thread(connectable_address, abandon_on_cancel=True)
 
 
 class UpstreamRefused(McpExposeError, httpx2.TransportError):
@@ -55,9 +57,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
             if _is_address(request.url.host):  # nothing to look up: checked here, without a thread
                 host, _port, addresses = connectable_address(str(request.url))
             else:
-                host, _port, addresses = await in_worker_thread(connectable_address, abandon_on_cancel=True)(
-                    str(request.url)
-                )
+                host, _port, addresses = await resolve_in_thread(str(request.url))
         except AddressRefused as exc:
             raise UpstreamRefused(str(exc), request=request) from None
         request.headers["accept-encoding"] = "identity"
