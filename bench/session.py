@@ -136,7 +136,9 @@ def _start_pair(
     workload: Workload, plan: Plan, data_dir: Path, api_key: str, stack: ExitStack
 ) -> dict[str, tuple[Target, Target]]:
     """Both servers started (and registered for stopping), and how to call each in each era."""
-    ours = Server("ours", OURS_APP, django_env(data_dir), data_dir)
+    ours = Server(
+        "ours", OURS_APP, {**django_env(data_dir), **({"MCP_BENCH_OTEL": "1"} if workload.telemetry else {})}, data_dir
+    )
     stack.callback(ours.stop)
     if workload.baseline == "http":  # the baseline is our own process, the same view called over HTTP
         ours.start()

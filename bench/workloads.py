@@ -37,6 +37,9 @@ class Workload:
     # (`GET {http_path}` for each argument set), is.
     baseline: str = "bare"
     http_path: str = ""
+    # Ours with an OpenTelemetry SDK configured (bench/settings.py, MCP_BENCH_OTEL): every span and metric is made
+    # and handed to a batch processor whose exporter drops them. Without it no SDK is configured, as by default.
+    telemetry: bool = False
 
     def as_gateway(self) -> Workload:
         """The workload as our gateway is asked it: the same tools, under the upstream's namespace."""
@@ -190,6 +193,11 @@ WORKLOADS: dict[str, Workload] = {
 
 # The echo call through our gateway: the same request, the tool served by the bare server as our upstream.
 WORKLOADS["proxy"] = replace(WORKLOADS["echo"], name="proxy", title="tools/call echo through our gateway", gateway=True)
+# The echo call with OpenTelemetry recording: run beside `echo` (`--only echo --only echo_otel`), it says what
+# tracing costs against the same bare server in the same run.
+WORKLOADS["echo_otel"] = replace(
+    WORKLOADS["echo"], name="echo_otel", title="tools/call echo, with an OpenTelemetry SDK configured", telemetry=True
+)
 
 
 def comparable(workload: Workload, result: dict[str, Any]) -> Any:

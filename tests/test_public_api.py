@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import mcp_expose
+from mcp_expose.core import telemetry
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]
@@ -35,7 +36,12 @@ def shown_names() -> set[str]:
         for module, imported in IMPORT.findall(text):
             names.update(f"{module}:{name}" for name in re.split(r"[\s,]+", imported) if name)
         names.update(DOTTED.findall(text))
-    return {name for name in names if not CHECK_ID.match(name) and name not in logger_names()}
+    # Check ids, logger names and the names of spans, metrics and attributes are dotted too, and no import path.
+    return {
+        name
+        for name in names
+        if not CHECK_ID.match(name) and name not in logger_names() and name not in telemetry.NAMES
+    }
 
 
 def resolve(name: str) -> object:

@@ -7,6 +7,7 @@ commands both call `call_tool` and render its `ToolOutcome`.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -26,7 +27,7 @@ from mcp_expose.calls.invoke import ToolTimeout, invoke
 from mcp_expose.calls.results import ResultTooLarge, compact_json, json_size
 from mcp_expose.calls.tasks import TaskRefused, TaskView, owner_key
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
-from mcp_expose.core import asking
+from mcp_expose.core import asking, telemetry
 from mcp_expose.core.asking import (
     ClientInput,
     Elicit,
@@ -71,6 +72,8 @@ RECORDED_CODES = frozenset(
 )
 # A call that became a task records no row of its own: its worker's run is the call's row.
 TASK_STARTED = "task_started"
+# What the metrics call a tool that is not in the catalog (or not for this caller).
+UNKNOWN_TOOL_NAME = "_unknown"
 # Raised through the dispatcher to the transport, which answers them in protocol terms.
 CLIENT_QUESTIONS = (InputRequired, MissingClientCapability)
 
@@ -183,13 +186,17 @@ async def call_tool(
         protocol_version=request.protocol_version or "",
     )
     try:
-        entry = resolve_tool(
-            catalog, principal, name, apps=apps_negotiated(request.client.capabilities), allowed=request.allowed
-        )
+        # Decided here unless the transport decided already (and timed it there).
+        with telemetry.span("mcp_expose.policy") if request.allowed is None else telemetry.NOTHING:
+            entry = resolve_tool(
+                catalog, principal, name, apps=apps_negotiated(request.client.capabilities), allowed=request.allowed
+            )
         record.tool_key = entry.key
         record.argument_bytes, record.argument_keys, record.argument_values = usage.describe_arguments(
             arguments, entry.log_argument_values
         )
+        if entry.log_argument_values:  # the span carries them where the usage log does, redacted alike
+            telemetry.annotate({"mcp_expose.tool.arguments": json.dumps(record.argument_values, default=str)})
         if entry.task_support == "required" and request.start_task is None and request.task_id is None:
             raise TaskRequired()
         outcome = await _run(entry, principal, arguments or {}, request)
@@ -211,11 +218,24 @@ async def call_tool(
         raise
     finally:
         record.duration_ms = (time.perf_counter() - started) * 1000
+        _count(record)
         # A call that became a task has no row of its own (its worker's run writes it); without a batching
         # writer in this process, the row is written now.
         if record.outcome != TASK_STARTED and not usage_writer.queue_or_none(record):
             with anyio.CancelScope(shield=True):
                 await _write_usage_in_thread(record)
+
+
+def _count(record: usage.CallRecord) -> None:
+    """The call's outcome on its span, and in `mcp_expose.tool.calls`."""
+    outcome = {"mcp_expose.outcome": record.outcome}
+    if record.error_code:
+        outcome["mcp_expose.error.code"] = record.error_code
+    telemetry.annotate(outcome)
+    if telemetry.metering():
+        # A name no tool has is the caller's text: counted under one value, so it cannot grow the metric's series.
+        name = record.tool_name if record.tool_key else UNKNOWN_TOOL_NAME
+        telemetry.tool_calls.add(1, {"gen_ai.tool.name": name, **outcome})
 
 
 def _describe_outcome(record: usage.CallRecord, outcome: ToolOutcome) -> None:
@@ -265,7 +285,8 @@ async def _run(
         # A later round is the same call continued (each round answerable once), counted in its first round;
         # a task's run was counted when the task was made.
         if entry.rate_limit is not None and request.request_state is None and request.task_id is None:
-            decision = await _hit_in_thread(entry.key, caller_identity(principal), entry.rate_limit)
+            with telemetry.span("mcp_expose.rate_limit"):
+                decision = await _hit_in_thread(entry.key, caller_identity(principal), entry.rate_limit)
             if not decision.allowed:
                 return _refused(
                     entry,
@@ -273,14 +294,17 @@ async def _run(
                     f"Too many calls. Try again in {decision.retry_after} seconds.",
                     {"retry_after": decision.retry_after},
                 )
-        validated = await validate(entry, principal, arguments, request)
+        with telemetry.span("mcp_expose.validate_arguments"):
+            validated = await validate(entry, principal, arguments, request)
         if entry.requires_confirmation and request.task_id is None:
-            await _confirm(entry, principal, arguments, request)
+            with telemetry.span("mcp_expose.confirmation"):
+                await _confirm(entry, principal, arguments, request)
         if _starts_task_now(entry, request):
             assert request.start_task is not None  # (checked by _starts_task_now)
             return ToolOutcome(entry, task=await request.start_task(entry, principal, arguments, request))
         try:
-            value = await invoke(entry, validated, invocation_context(entry, principal, request))
+            with telemetry.span("mcp_expose.invoke", {"gen_ai.tool.name": entry.name}):
+                value = await invoke(entry, validated, invocation_context(entry, principal, request))
         except ContinueAsTask:
             assert request.start_task is not None  # (only then may the context raise it)
             return ToolOutcome(entry, task=await request.start_task(entry, principal, arguments, request))

@@ -24,11 +24,13 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from mcp_expose.calls import usage, usage_spill
+from mcp_expose.core import telemetry
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.outage import Outage
 
@@ -302,6 +304,24 @@ def queue_or_none(record: usage.CallRecord) -> bool:
     """Queue the row when this process has a writer running; False means: write it yourself."""
     current = writer
     return current is not None and current.add(record)
+
+
+def _usage_gauges(field: str) -> Callable[[], list[tuple[float, dict[str, Any]]]]:
+    return lambda: [(float(getattr(status(), field)), {})]
+
+
+telemetry.observe(
+    "mcp_expose.usage.queue",
+    _usage_gauges("buffered"),
+    unit="{row}",
+    description="Usage rows in this process's memory, waiting for the database.",
+)
+telemetry.observe(
+    "mcp_expose.usage.spilled",
+    _usage_gauges("spilled"),
+    unit="{row}",
+    description="Usage rows in spill files, not yet written to the database.",
+)
 
 
 def status() -> UsageStatus:

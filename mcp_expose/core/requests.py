@@ -23,7 +23,8 @@ def build_http_request(
     request = HttpRequest()
     request.method = method
     request.path = request.path_info = get_settings().PATH
-    meta: dict[str, str] = {"REQUEST_METHOD": method, "SCRIPT_NAME": ""}
+    # As a WSGI server fills it (middleware that traces or logs requests reads the scheme from it).
+    meta: dict[str, str] = {"REQUEST_METHOD": method, "SCRIPT_NAME": "", "wsgi.url_scheme": "http"}
     for name, value in headers.items():
         lowered = name.lower()
         if lowered in WITHHELD_HEADERS:
@@ -40,6 +41,7 @@ def build_http_request(
             meta["HTTP_HOST"] = site.netloc
             if site.scheme == "https":
                 setattr(request, "_get_scheme", lambda: "https")  # noqa: B010  (what build_absolute_uri reads)
+                meta["wsgi.url_scheme"] = "https"
     host = meta.get("HTTP_HOST", "localhost")
     meta.setdefault("SERVER_NAME", host.rsplit(":", 1)[0])
     meta.setdefault("SERVER_PORT", host.rsplit(":", 1)[1] if ":" in host else "80")

@@ -49,6 +49,7 @@ from mcp_expose.calls.confirmation import StaleConfirmation
 from mcp_expose.calls.dispatch import CallRequest, ToolOutcome
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.catalog.memo import Kept, MemoKind
+from mcp_expose.core import telemetry
 from mcp_expose.core.asking import ClientInput, MissingClientCapability
 from mcp_expose.core.content import ContentBundle
 from mcp_expose.core.context import LogSender, no_log
@@ -74,6 +75,7 @@ from mcp_expose.serving.fastpath_requests import (
     MODERN,
     PlainRequest,
 )
+from mcp_expose.serving.fastpath_telemetry import server_span
 from mcp_expose.serving.request_context import tool_headers
 from mcp_expose.serving.server import call_outcome, count_listing
 from mcp_expose.serving.wire import internal_error, json_outcome, question_error, render_outcome
@@ -142,7 +144,8 @@ async def serve_remembered(
     if encoded is None:
         await exchange.fallback(exchange.send if kept.full else _capturing(exchange.send, kept, key))
         return False
-    await send_reply(plain, (200, reply(plain.id_json, b"result", encoded)), exchange.send, json_response)
+    with server_span(plain, None, exchange.scope):
+        await send_reply(plain, (200, reply(plain.id_json, b"result", encoded)), exchange.send, json_response)
     return True
 
 
@@ -230,6 +233,7 @@ async def serve_call(
 ) -> bool:
     """Run the call and send its answer, saying True; or let the SDK answer it (False)."""
     name = plain.params["name"]
+    deciding = telemetry.now() if telemetry.tracing() else 0
     entry, reason = call_left_to_sdk(name, catalog, principal, server)
     if reason is not None or entry is None:
         if logger.isEnabledFor(logging.DEBUG):
@@ -238,7 +242,10 @@ async def serve_call(
         return False
     if logger.isEnabledFor(logging.DEBUG):  # before the answer leaves, so whoever reads it can see this line
         logger.debug("Answering tools/call %s on the fast path", name)
-    answer = partial(_answer, plain, principal, catalog, server, exchange, allowed=entry)  # decided: not again
+    laps = (telemetry.Lap("mcp_expose.policy", deciding, telemetry.now(), {}),) if deciding else ()
+    answer = partial(
+        _under_span, plain, exchange.scope, laps, partial(_answer, plain, principal, catalog, server, exchange, entry)
+    )  # the policy decided: the dispatcher does not decide again
     if json_response:
         await send_json(await answer(no_log), exchange.send)
     elif plain.modern:
@@ -248,17 +255,32 @@ async def serve_call(
     return True
 
 
+async def _under_span(
+    plain: PlainRequest,
+    scope: Scope,
+    laps: tuple[telemetry.Lap, ...],
+    answer: Callable[[LogSender], Awaitable[tuple[int, bytes, str | None]]],
+    send_log: LogSender,
+) -> tuple[int, bytes]:
+    """The call's answer (HTTP status and JSON-RPC response), under the call's server span."""
+    with server_span(plain, plain.params["name"], scope, laps) as traced:
+        status, body, error_type = await answer(send_log)
+        if error_type is not None:
+            traced.failed(error_type)
+        return status, body
+
+
 async def _answer(
     plain: PlainRequest,
     principal: Principal,
     catalog: Catalog,
     server: Server[Any],
     exchange: Exchange,
-    send_log: LogSender,
-    *,
     allowed: ToolEntry,
-) -> tuple[int, bytes]:
-    """The HTTP status and JSON-RPC response for the call: its result, or the error the SDK path would give."""
+    send_log: LogSender,
+) -> tuple[int, bytes, str | None]:
+    """The HTTP status and JSON-RPC response for the call (its result, or the error the SDK path would give),
+    and its error type as the SDK's span records it (None: a result that is no error)."""
     params = plain.params
     scope = exchange.scope
     meta = params.get("_meta") or {}
@@ -286,18 +308,18 @@ async def _answer(
         wire = _plain_result(outcome, server, plain.modern)
         result = render_outcome(outcome) if wire is None else None
     except (MissingClientCapability, StaleConfirmation) as exc:
-        return error_reply(plain, question_error(exc))
+        return _error(plain, question_error(exc))
     except (MCPError, ValidationError) as exc:
-        return error_reply(plain, exc)  # as the SDK maps them (`hide_internal_errors` lets both pass)
+        return _error(plain, exc)  # as the SDK maps them (`hide_internal_errors` lets both pass)
     except Exception:  # noqa: BLE001  (as `hide_internal_errors` answers it on the SDK path)
-        return error_reply(plain, internal_error("tools/call"))
+        return _error(plain, internal_error("tools/call"))
     finally:
         auth_context_var.reset(token)
     try:
         shaped = wire if result is None else _shaped(result, server, plain.version)
     except ValidationError:
         logger.exception("handler for 'tools/call' returned an invalid result")
-        return error_reply(plain, MCPError(code=types.INTERNAL_ERROR, message="Handler returned an invalid result"))
+        return _error(plain, MCPError(code=types.INTERNAL_ERROR, message="Handler returned an invalid result"))
     assert shaped is not None  # a plain result, or the rendered one
     if plain.modern and shaped.get("resultType") == "input_required":
         token = auth_context_var.set(exchange.caller())  # the caller the sealed state is bound to
@@ -308,10 +330,16 @@ async def _answer(
             )
             shaped = cast("dict[str, Any]", sealed)  # what call_next returned, with the state sealed in
         except MCPError as exc:
-            return error_reply(plain, exc)
+            return _error(plain, exc)
         finally:
             auth_context_var.reset(token)
-    return 200, reply(plain.id_json, b"result", encode(shaped))
+    return 200, reply(plain.id_json, b"result", encode(shaped)), "tool_error" if shaped.get("isError") is True else None
+
+
+def _error(plain: PlainRequest, exc: MCPError | ValidationError) -> tuple[int, bytes, str]:
+    """The error reply, and its code as the span's error type."""
+    status, body = error_reply(plain, exc)
+    return status, body, str(exc.error.code if isinstance(exc, MCPError) else types.INVALID_PARAMS)
 
 
 def _declared_capabilities(meta: Mapping[str, Any]) -> types.ClientCapabilities | None:

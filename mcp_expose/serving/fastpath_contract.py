@@ -9,8 +9,8 @@ SDK would; everything below is what keeps it so.
 - 2026-07-28: a POST of `tools/list` or `tools/call`, checked by `fastpath_requests.plain_request` with the SDK's
   own checks (Content-Type and Accept, the JSON-RPC envelope, duplicated routing headers, the `_meta` envelope
   against the headers, the per-version wire surface, the params model), then our agent-chain check. A cursor, a
-  later round, a task, a progress token, a log level or a trace context is not plain (`UNCACHED_META_KEYS`,
-  `LATER_ROUNDS` there).
+  later round, a task, a progress token or a log level is not plain (`UNCACHED_META_KEYS`, `LATER_ROUNDS`
+  there). A trace context is: the fast path makes the request's span as the SDK would (`fastpath_telemetry`).
 - stateless 2025-11-25 (not with `LEGACY_SESSIONS`): the same two, and `initialize`, `ping` and
   `notifications/initialized`, checked by `fastpath_legacy.plain_legacy_request`.
 

@@ -30,8 +30,9 @@ from mcp_expose.serving.sdk_internals import Borrowed, borrowed
 MODERN = "2026-07-28"
 
 
-# A progress token or log level asks for notifications; a trace context, for the SDK's tracing span.
-UNCACHED_META_KEYS = frozenset({"progressToken", "io.modelcontextprotocol/logLevel", "traceparent", "tracestate"})
+# A progress token or log level asks for notifications. (A trace context is plain: the fast path continues it in
+# its own span, `fastpath_telemetry`.)
+UNCACHED_META_KEYS = frozenset({"progressToken", "io.modelcontextprotocol/logLevel"})
 
 
 # Params that make a request something other than a first, plain round: a page, a later round, a task.

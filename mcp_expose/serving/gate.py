@@ -25,6 +25,7 @@ from mcp_expose.core.conf import get_settings
 from mcp_expose.core.db import in_worker_thread
 from mcp_expose.core.endpoints import Endpoint
 from mcp_expose.core.principal import PRINCIPAL_SCOPE_KEY, Principal
+from mcp_expose.core.telemetry import LAPS_SCOPE_KEY, Lap, now, tracing
 from mcp_expose.serving.edge import check_request
 from mcp_expose.serving.edge_answers import (
     challenge,
@@ -78,6 +79,7 @@ class Gate:
             return None
         resource = resource_uri(scheme, headers, endpoint)
         query = tuple(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        started = now() if tracing() else 0  # authentication's span is made once the request's own exists
         # With a stamp cache on this machine the stamps are read here, and the hop is taken only when needed.
         cache = local_stamp_cache()
         stamps = read_stamps(REVISION_KEY, CREDENTIALS_KEY, cache=cache) if cache is not None else None
@@ -85,6 +87,7 @@ class Gate:
         if resolved is None:
             resolved = await self._authenticate_in_thread(headers, query, resource, stamps)
         result, whole = resolved
+        authenticated = now() if started else 0
         if isinstance(result, AuthFailure):
             await challenge(result, resource)(scope, receive, send)
             return None
@@ -96,6 +99,9 @@ class Gate:
                 return None
             receive = stepped
         scope = {**scope, PRINCIPAL_SCOPE_KEY: result, CATALOG_SCOPE_KEY: catalog}
+        if started:
+            lap = Lap("mcp_expose.authenticate", started, authenticated, {"mcp_expose.auth.method": result.method})
+            scope[LAPS_SCOPE_KEY] = (lap,)
         caller = functools.cache(lambda: AuthenticatedUser(access_token_for(result, resource)))
         return Admitted(scope, receive, headers, result, catalog, caller)
 

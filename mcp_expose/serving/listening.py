@@ -13,12 +13,25 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
 
+from mcp_expose.core import telemetry
 from mcp_expose.core.conf import get_settings
 from mcp_expose.serving.capacity import CAPACITY_REACHED, Slots, caller_key
 from mcp_expose.serving.events import audience_of
 
 # Every listen handler of this process, for ending the streams of one bus when its server stops.
 _handlers: weakref.WeakSet[BoundedListen] = weakref.WeakSet()
+
+
+def _open_streams() -> list[tuple[float, dict[str, Any]]]:
+    return [(float(sum(handler.slots.total for handler in list(_handlers))), {})]
+
+
+telemetry.observe(
+    "mcp_expose.listen.streams",
+    _open_streams,
+    unit="{stream}",
+    description="Open subscriptions/listen streams in this process.",
+)
 
 
 class BoundedListen:

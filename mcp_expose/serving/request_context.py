@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
@@ -21,6 +21,7 @@ from mcp_expose.core.asking import Answer, BackChannel, Question
 from mcp_expose.core.context import LogSender
 from mcp_expose.core.principal import PRINCIPAL_SCOPE_KEY, Principal
 from mcp_expose.core.requests import WITHHELD_HEADERS
+from mcp_expose.core.telemetry import Lap
 from mcp_expose.serving.sessions import SessionMemory
 
 CATALOG_SCOPE_KEY = "mcp_expose.catalog"
@@ -35,6 +36,8 @@ class SdkCaller:
     # The tool the policy allowed this caller on this request, decided when the SDK asked for its schema (to check
     # `Mcp-Param-*` headers), so that the call is not decided again.
     allowed: ToolEntry | None = None
+    # That decision, timed for the request's span (which the SDK opens after it): taken by the first to replay it.
+    laps: list[Lap] = field(default_factory=list)
 
     def allowed_for(self, principal: Principal, catalog: Catalog) -> ToolEntry | None:
         """The allowed tool, when this is the request of `principal` on `catalog` (a stateful session's handler

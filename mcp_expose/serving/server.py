@@ -27,6 +27,7 @@ from mcp_expose.calls.listing_count import ListingTally
 from mcp_expose.calls.reading import ReadFailed, UnknownPrompt, UnknownResource, complete, get_prompt, read_resource
 from mcp_expose.catalog.compiled import Catalog, ToolEntry
 from mcp_expose.catalog.memo import MemoKind
+from mcp_expose.core import telemetry
 from mcp_expose.core.asking import ClientInput
 from mcp_expose.core.chain import read_chain
 from mcp_expose.core.conf import get_settings
@@ -52,6 +53,7 @@ from mcp_expose.serving.request_context import (
     tool_headers_of,
 )
 from mcp_expose.serving.server_middleware import (
+    around_sdk_span,
     asks_in_rounds,
     hide_internal_errors,
     refuse_bad_chains,
@@ -270,10 +272,13 @@ def build_server(
         caller = SDK_CALLER.get()
         if caller is None:
             return None
+        deciding = telemetry.now() if telemetry.tracing() else 0
         entry = caller.catalog.get(name)
         if entry is None or not decide(caller.principal, entry).allowed:
             return None
         caller.allowed = entry  # the call that follows is not decided again
+        if deciding:
+            caller.laps.append(telemetry.Lap("mcp_expose.policy", deciding, telemetry.now(), {}))
         # (A view whose schema varies by caller declares no header-bound argument, so its schema for nobody serves.)
         return thaw(entry.input_schema)
 
@@ -293,6 +298,8 @@ def build_server(
         on_subscriptions_listen=BoundedListen(subscription_bus, resolve) if subscription_bus is not None else None,
         get_tool_input_schema=input_schema_for,
     )
+    # Inside the SDK's span (the middleware it ships), so that it records the incident id, never an exception's text.
+    around_sdk_span(server.middleware, hide_internal_errors)
     if conf.TASKS:
         register_task_methods(server, resolve, serving.name)
     if conf.APPS:
@@ -304,7 +311,6 @@ def build_server(
         server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
         audience = audience_of(subscription_bus) if subscription_bus is not None else None
         server.middleware.append(functools.partial(remember_session, sessions, audience))
-    server.middleware.insert(0, hide_internal_errors)
     server.middleware.append(refuse_bad_chains)
     if not streams:
         server.middleware.append(refuse_streams)

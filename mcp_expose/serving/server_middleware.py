@@ -1,9 +1,11 @@
-"""What every request passes through on its way to a handler: internal errors hidden behind an incident id, bad
-agent chains refused, legacy sessions remembered, the request state sealed, and questions asked in rounds."""
+"""What every request passes through on its way to a handler: the client's trace continued, and the SDK's span
+given what happened before it opened, internal errors hidden behind an incident id, bad agent chains refused,
+legacy sessions remembered, the request state sealed, and questions asked in rounds."""
 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,12 +17,14 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from mcp_expose.calls.confirmation import StaleConfirmation
+from mcp_expose.core import telemetry
 from mcp_expose.core.asking import InputRequired, MissingClientCapability
 from mcp_expose.core.chain import InvalidChain, read_chain
 from mcp_expose.core.conf import get_settings
 from mcp_expose.serving.events import Audience
 from mcp_expose.serving.request_context import (
     CATALOG_SCOPE_KEY,
+    SDK_CALLER,
     session_id_of,
     tool_headers_of,
 )
@@ -31,6 +35,60 @@ from mcp_expose.serving.wire import (
 )
 
 Handler = Callable[[ServerRequestContext[Any], Any], Awaitable[Any]]
+
+
+async def continue_client_trace(ctx: ServerRequestContext[Any], call_next: Any) -> Any:
+    """Outside the SDK's span: a client that sends its trace context in a `traceparent` header rather than in
+    `_meta` has it continued too (the SDK's span nests under whatever context is current when `_meta` has none)."""
+    if ctx.request is None or not telemetry.tracing() or telemetry.incoming_context(ctx.meta) is not None:
+        return await call_next(ctx)
+    with telemetry.attached(telemetry.incoming_context(None, ctx.request.headers)):
+        return await call_next(ctx)
+
+
+async def trace_details(ctx: ServerRequestContext[Any], call_next: Any) -> Any:
+    """Inside the SDK's span (never a second one): the steps timed at the edge as its children, and the request's
+    `mcp.server.operation.duration`."""
+    if ctx.request is not None and telemetry.tracing():
+        telemetry.replay(telemetry.laps_of(ctx.request.scope))
+        caller = SDK_CALLER.get()
+        if caller is not None and caller.laps:
+            laps, caller.laps = caller.laps, []
+            telemetry.replay(laps)
+    if not telemetry.metering():
+        return await call_next(ctx)
+    started = time.perf_counter()
+    name = ctx.params.get("name") if ctx.params else None
+    target = name if isinstance(name, str) else None
+    error_type = None
+    try:
+        result = await call_next(ctx)
+    except MCPError as exc:
+        error_type = str(exc.error.code)
+        raise
+    except ValidationError:
+        error_type = str(types.INVALID_PARAMS)
+        raise
+    except BaseException as exc:
+        error_type = type(exc).__qualname__
+        raise
+    else:
+        # As the SDK's span tells a tool error: the model, or its wire shape.
+        if (isinstance(result, types.CallToolResult) and result.is_error) or (
+            isinstance(result, dict) and result.get("isError") is True
+        ):
+            error_type = "tool_error"
+        return result
+    finally:
+        telemetry.record_operation(started, ctx.method, target, ctx.protocol_version, error_type)
+
+
+def around_sdk_span(middleware: list[Any], *inside: Any) -> None:
+    """Our middleware around what a new SDK server ships in its list (the SDK's `OpenTelemetryMiddleware`, which
+    makes the request's span): the client's trace outside it; the details, then `inside` (outermost first), within
+    it, so that its span records what they make of an exception."""
+    middleware[len(middleware) :] = [trace_details, *inside]
+    middleware.insert(0, continue_client_trace)
 
 
 async def hide_internal_errors(ctx: ServerRequestContext[Any], call_next: Any) -> Any:

@@ -28,6 +28,7 @@ from mcp_types import JSONRPCMessage
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from mcp_expose.core import telemetry
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.context import LOG_LEVELS
 from mcp_expose.core.errors import McpExposeError
@@ -135,6 +136,22 @@ class SessionMemory:
         self.get(session_id).subscriptions.discard(uri)
 
 
+# Every session manager of this process, for the count of open sessions.
+_managers: weakref.WeakSet[SessionManager] = weakref.WeakSet()
+
+
+def _open_sessions() -> list[tuple[float, dict[str, Any]]]:
+    return [(float(sum(len(manager._open) for manager in list(_managers))), {})]
+
+
+telemetry.observe(
+    "mcp_expose.legacy.sessions",
+    _open_sessions,
+    unit="{session}",
+    description="Open 2025-11-25 sessions in this process (LEGACY_SESSIONS).",
+)
+
+
 class SessionManager(StreamableHTTPSessionManager):
     """The SDK's session manager, with one event history per session, a short idle timeout and a cap per caller.
 
@@ -155,6 +172,7 @@ class SessionManager(StreamableHTTPSessionManager):
         self.slots = Slots("sessions", None, conf.MAX_LEGACY_SESSIONS_PER_CALLER)
         self._holders: dict[str, CallerKey] = {}
         self._open: set[str] = set()  # the ids of the sessions admitted and not yet discarded
+        _managers.add(self)
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         opening = None

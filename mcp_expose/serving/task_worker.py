@@ -23,6 +23,7 @@ from django.db.models import Q
 from mcp.shared.exceptions import MCPError
 from mcp_types import methods as sdk_methods
 from mcp_types.version import LATEST_PROTOCOL_VERSION
+from opentelemetry.trace import SpanKind, use_span
 
 from mcp_expose.access.drf_authentication import credential_reference_holds
 from mcp_expose.access.protected_resource import canonical_uri
@@ -31,6 +32,7 @@ from mcp_expose.calls import tasks
 from mcp_expose.calls.confirmation import StaleConfirmation
 from mcp_expose.calls.dispatch import CallRequest, ToolOutcome, call_tool
 from mcp_expose.catalog.compiled import provider
+from mcp_expose.core import telemetry
 from mcp_expose.core.asking import ClientInput, MissingClientCapability
 from mcp_expose.core.background import backend_named, task
 from mcp_expose.core.chain import InvalidChain, read_chain
@@ -151,7 +153,33 @@ def _beat(task_id: str, message: str | None) -> str:
 
 
 async def _call(row: ToolTask, principal: Principal, report_progress: Any) -> dict[str, Any]:
-    """Run the call; what to settle the task with."""
+    """Run the call under a span of its own (a consumer's: the run of queued work), linked to the call that made
+    the task; what to settle the task with."""
+    if not telemetry.tracing():
+        return await _run_call(row, principal, report_progress)
+    version = row.call.get("protocol_version") or LATEST_PROTOCOL_VERSION
+    attributes = {
+        **telemetry.server_attributes("tools/call", row.tool_name, version, None),
+        "mcp_expose.task.id": row.id,
+    }
+    span = telemetry.start_server_span(
+        "tools/call",
+        row.tool_name,
+        attributes,
+        parent=telemetry.NEW_TRACE,
+        links=telemetry.link_to(row.call.get("traceparent")),
+        kind=SpanKind.CONSUMER,
+    )
+    with use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+        settled = await _run_call(row, principal, report_progress)
+        if "error" in settled:
+            telemetry.failed(str(settled["error"].get("code")))
+        elif (settled.get("result") or {}).get("isError") is True:
+            telemetry.failed("tool_error")
+        return settled
+
+
+async def _run_call(row: ToolTask, principal: Principal, report_progress: Any) -> dict[str, Any]:
     call = row.call
     headers = dict(call.get("headers") or {})
     capabilities = types.ClientCapabilities.model_validate(call.get("capabilities") or {})

@@ -24,6 +24,7 @@ from mcp_expose.calls import tasks
 from mcp_expose.calls.dispatch import CallRequest
 from mcp_expose.calls.tasks import TaskView
 from mcp_expose.catalog.compiled import ToolEntry
+from mcp_expose.core import telemetry
 from mcp_expose.core.asking import ANSWERS_KEY, TASKS_EXTENSION, TaskRequired, write_state
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.db import in_worker_thread, tidies_connections
@@ -90,6 +91,8 @@ async def start_task(
         # The OAuth resources its token was issued for: a refreshed token of the same grant carries it on, a
         # token of the same client for another endpoint does not.
         "resource": _token_resources(principal),
+        # The span of the call that made it (W3C traceparent, identifiers only): its run's span links to it.
+        "traceparent": telemetry.current_traceparent(),
     }
     return await in_worker_thread(tidies_connections(tasks.create))(entry.name, entry.key, principal, call, enqueue_run)
 

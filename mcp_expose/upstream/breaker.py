@@ -79,6 +79,12 @@ class CircuitBreaker:
                 return "closed"
             return "half-open" if self.clock() - state.opened_at >= self.cooldown else "open"
 
+    def states(self) -> dict[int, str]:
+        """Each server with failures counted, and its state (a closed breaker with none is not listed)."""
+        with self._lock:
+            servers = list(self._states)
+        return {server: self.state(server) for server in servers}
+
     def failures(self, server: int) -> int:
         with self._lock:
             state = self._states.get(server)

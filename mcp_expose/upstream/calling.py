@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
+from mcp_expose.core import telemetry
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.context import InvocationContext
 from mcp_expose.core.db import in_worker_thread
@@ -112,22 +114,64 @@ async def call_upstream(call: UpstreamCall, arguments: dict[str, Any], context: 
             server=target.name,
             retry_after=math.ceil(wait),
         )
+    started = time.perf_counter()
+    error_type: str | None = None
     try:
         result = await _send(call, arguments, headers, context)
     except _Failed as failed:
+        error_type = failed.error.code
         if guard.failed(target.pk):
             logger.warning("Upstream %s: circuit opened after repeated failures", target.name)
         raise failed.error from None
-    except ToolError:
+    except ToolError as exc:
+        error_type = exc.code
         guard.succeeded(target.pk)  # an error the upstream answered: it is up
         raise
-    except BaseException:
+    except BaseException as exc:
+        error_type = type(exc).__qualname__
         guard.released(target.pk)  # cancelled (or our own fault): says nothing of the upstream
         raise
+    finally:
+        _measure(started, call, error_type)
     guard.succeeded(target.pk)
     if call.output is None:
         return read_result(result, target.name, None)  # bounded blocks, no schema: quick enough for the loop
     return await _read_in_thread(result, target.name, call.output)
+
+
+def _measure(started: float, call: UpstreamCall, error_type: str | None) -> None:
+    """The call's `mcp.client.operation.duration` (an upstream's tool error is a result, not an error type)."""
+    if not telemetry.metering():
+        return
+    attributes = {
+        "mcp.method.name": "tools/call",
+        "gen_ai.tool.name": call.tool,
+        "mcp_expose.upstream.server": call.target.name,
+    }
+    if error_type is not None:
+        attributes["error.type"] = error_type
+    telemetry.client_operation_duration.record(time.perf_counter() - started, attributes)
+
+
+def _error_type(error: BaseException) -> str:
+    """An upstream's failure as a span's error type: its JSON-RPC code, or the exception's kind."""
+    return str(error.error.code) if isinstance(error, MCPError) else type(error).__qualname__
+
+
+def _breaker_states() -> list[tuple[float, dict[str, Any]]]:
+    """1 for each upstream whose breaker is open (refusing calls), 0 when half-open or closed again."""
+    return [
+        (1.0 if state == "open" else 0.0, {"mcp_expose.upstream.server_id": server})
+        for server, state in breaker().states().items()
+    ]
+
+
+telemetry.observe(
+    "mcp_expose.upstream.breaker.open",
+    _breaker_states,
+    unit="1",
+    description="Whether this process's circuit breaker for an upstream server is open (1) or not (0).",
+)
 
 
 async def _send(
@@ -186,10 +230,15 @@ async def _send_fast(call: UpstreamCall, arguments: dict[str, Any], headers: dic
     """The call as `fast_call` makes it, failing exactly as `_send_through_sdk` fails."""
     target = call.target
     try:
-        request = request_for(target.url, call.tool, arguments, {**target.headers, **headers})
-        with talking_to(target.name), anyio.fail_after(target.connect_timeout + target.call_timeout):
-            async with pool.leased(target) as transport:
-                answer = await exchange(transport, request, connect=target.connect_timeout, read=target.call_timeout)
+        with telemetry.client_span("tools/call", call.tool, MODERN, target.name) as trace_context:
+            request = request_for(target.url, call.tool, arguments, {**target.headers, **headers}, trace_context)
+            with talking_to(target.name), anyio.fail_after(target.connect_timeout + target.call_timeout):
+                async with pool.leased(target) as transport:
+                    answer = await exchange(
+                        transport, request, connect=target.connect_timeout, read=target.call_timeout
+                    )
+            if answer.error is not None:
+                telemetry.failed(_error_type(answer.error))
     except Redirected:
         raise
     except TimeoutError:

@@ -74,13 +74,16 @@ def names_header_arguments(input_schema: Any) -> bool:
     return "x-mcp-header" in json.dumps(input_schema)
 
 
-def request_for(url: str, tool: str, arguments: dict[str, Any], headers: dict[str, str]) -> httpx2.Request:
+def request_for(
+    url: str, tool: str, arguments: dict[str, Any], headers: dict[str, str], trace_context: dict[str, str] | None = None
+) -> httpx2.Request:
     """The POST the SDK's client sends for this call in 2026-07-28, with `headers` (the row's, the chain's and
-    the credentials) beside its own."""
+    the credentials) beside its own, and the caller's trace context in `_meta` (as the SDK's client puts it)."""
     meta = {
         types.PROTOCOL_VERSION_META_KEY: MODERN,
         types.CLIENT_INFO_META_KEY: _CLIENT_INFO,
         types.CLIENT_CAPABILITIES_META_KEY: {},
+        **(trace_context or {}),
     }
     body = {
         "jsonrpc": "2.0",

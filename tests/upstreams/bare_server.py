@@ -5,6 +5,7 @@ test can change a definition between two discoveries; while the file UPSTREAM_HI
 listed. UPSTREAM_STATELESS=0 serves 2025-11-25 with sessions. `POST /rewrite-notes` writes its body to the
 description file and announces the change to `subscriptions/listen` streams, as an upstream that changed would.
 `GET /seen` says how the request reached it: its Host header, its scheme, and the address it arrived at.
+UPSTREAM_TRACE_TOOL=1 adds `traced`, which says back the trace context its call carried.
 """
 
 from __future__ import annotations
@@ -62,6 +63,17 @@ if os.environ.get("UPSTREAM_CANCEL_DIR"):
         finally:
             Path(os.environ["UPSTREAM_CANCEL_DIR"], marker).write_text("cancelled")
         return "never"
+
+
+if os.environ.get("UPSTREAM_TRACE_TOOL"):
+    # The trace context a call carried, said back: a gateway's test sees its hop continue the caller's trace.
+    from mcp.server.mcpserver import Context as TraceContext
+
+    @server.tool()
+    async def traced(ctx: TraceContext) -> str:
+        """The `traceparent` this call's `_meta` carried (empty when none)."""
+        meta = ctx.request_context.meta or {}
+        return str(meta.get("traceparent") or "")
 
 
 def _described(tools: list[Any]) -> list[Any]:

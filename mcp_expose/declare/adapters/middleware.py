@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, cast
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, MiddlewareNotUsed
 from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
@@ -27,13 +28,21 @@ Handler = Callable[[HttpRequest], HttpResponse]
 VIEW_ATTRIBUTE = "_mcp_expose_view"
 
 
+# What opentelemetry-instrumentation-django puts in MIDDLEWARE when it instruments Django: a view-backed call runs it
+# too (first), so that the view's span is made as for a request over HTTP, under the call's `mcp_expose.invoke`.
+DJANGO_TRACING_MIDDLEWARE = "opentelemetry.instrumentation.django.middleware.otel_middleware._DjangoMiddleware"
+
+
 def run_view(callback: Callable[..., HttpResponse], request: HttpRequest, kwargs: Mapping[str, Any]) -> HttpResponse:
-    """Call the view for `request`, inside the `VIEW_MIDDLEWARE` chain when there is one."""
-    paths = get_settings().VIEW_MIDDLEWARE
+    """Call the view for `request`, inside the `VIEW_MIDDLEWARE` chain when there is one (and Django's tracing
+    middleware, when a project traces Django)."""
+    paths = tuple(get_settings().VIEW_MIDDLEWARE)
+    if DJANGO_TRACING_MIDDLEWARE in settings.MIDDLEWARE and DJANGO_TRACING_MIDDLEWARE not in paths:
+        paths = (DJANGO_TRACING_MIDDLEWARE, *paths)
     if not paths:
         return callback(request, **kwargs)
     setattr(request, VIEW_ATTRIBUTE, (callback, dict(kwargs)))
-    return view_chain(tuple(paths))(request)
+    return view_chain(paths)(request)
 
 
 def middleware_factory(path: Any) -> Callable[[Handler], Any]:
