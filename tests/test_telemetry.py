@@ -39,6 +39,7 @@ from mcp_expose.declare.registry import CapabilityRegistry
 from mcp_expose.models import ExposedTool, ToolTask
 from mcp_expose.serving import task_worker
 from mcp_expose.testing.client import ERA_MODES, McpTestClient
+from mcp_expose.testing.live import LiveMcpServer
 from mcp_expose.upstream.calling import UpstreamCall, breaker, call_upstream, close_connections
 from mcp_expose.upstream.discovery import UpstreamTarget
 
@@ -472,3 +473,35 @@ def test_without_http_as_over_stdio_the_sdks_span_holds_the_calls_steps_and_the_
     assert {"mcp_expose.policy", "mcp_expose.validate_arguments", "mcp_expose.invoke"} <= set(steps)
     assert "mcp_expose.authenticate" not in steps  # a local caller: nothing was authenticated
     assert list(children_of(steps["mcp_expose.invoke"])) == ["project.work"]
+
+
+def gauge(points: dict[str, list[Any]], name: str) -> list[tuple[float, dict[str, Any]]]:
+    return [(point.value, dict(point.attributes)) for point in points.get(name, [])]
+
+
+async def test_the_gauges_count_open_streams_sessions_and_open_breakers(
+    transactional_db: None, settings: Any, exported: InMemorySpanExporter
+) -> None:
+    settings.MCP_EXPOSE = {**settings.MCP_EXPOSE, "LEGACY_SESSIONS": True}  # read when a server starts
+    reader = await sync_to_async(User.objects.create_user)("reader")
+    with LiveMcpServer() as live:
+        async with (
+            live.connect(reader, ["library:read"]) as modern,
+            modern.listen(tools_list_changed=True),  # entered once the server holds the stream
+            live.connect(reader, ["library:read"], era="2025-11-25") as legacy,
+        ):
+            await legacy.list_tools()  # the session exists once a request was answered in it
+            opened = measured()
+    closed = measured()  # the server stopped: it ended its streams and sessions
+    assert gauge(opened, "mcp_expose.listen.streams") == [(1, {})]
+    assert gauge(opened, "mcp_expose.legacy.sessions") == [(1, {})]
+    assert gauge(closed, "mcp_expose.listen.streams") == [(0, {})]
+    assert gauge(closed, "mcp_expose.legacy.sessions") == [(0, {})]
+
+    guard = breaker()
+    guard.reset()
+    for _ in range(guard.threshold):
+        guard.failed(7)
+    assert gauge(measured(), "mcp_expose.upstream.breaker.open") == [(1, {"mcp_expose.upstream.server_id": 7})]
+    guard.succeeded(7)
+    assert gauge(measured(), "mcp_expose.upstream.breaker.open") == []

@@ -154,8 +154,12 @@ def _measure(started: float, call: UpstreamCall, error_type: str | None) -> None
 
 
 def _error_type(error: BaseException) -> str:
-    """An upstream's failure as a span's error type: its JSON-RPC code, or the exception's kind."""
-    return str(error.error.code) if isinstance(error, MCPError) else type(error).__qualname__
+    """An upstream's failure as a span's error type: its JSON-RPC code (an integer the upstream chose: bounded to
+    what JSON-RPC codes are), or the exception's kind."""
+    if not isinstance(error, MCPError):
+        return type(error).__qualname__
+    code = error.error.code
+    return str(code) if -(2**31) <= code < 2**31 else "invalid_error_code"
 
 
 def _breaker_states() -> list[tuple[float, dict[str, Any]]]:
