@@ -22,6 +22,7 @@ from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.test import override_settings
 from mcp import MCPError
+from mcp_types import CallToolResult
 from opentelemetry import metrics, trace
 from opentelemetry.instrumentation.django import DjangoInstrumentor
 from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
@@ -29,6 +30,7 @@ from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMet
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased, Sampler, SamplingResult
 from opentelemetry.trace import SpanKind, StatusCode
 
 import mcp_expose
@@ -54,7 +56,26 @@ EXPORTER = InMemorySpanExporter()
 READER = InMemoryMetricReader(
     preferred_temporality={Counter: AggregationTemporality.DELTA, Histogram: AggregationTemporality.DELTA}
 )
-TRACER_PROVIDER = TracerProvider()
+
+
+class WhileATestRuns(Sampler):
+    """Records only while a test of this module runs. The API's proxy tracers (ours, the SDK's) keep the provider
+    they first found; without this, every later test of the process would record into the exporter."""
+
+    on = False
+
+    def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
+        # Off, a span follows its parent's decision (as the default sampler does), so that a client elsewhere in the
+        # process that sends a sampled trace context has it continued; with no parent, nothing is recorded.
+        return ALWAYS_ON.should_sample(*args, **kwargs) if self.on else OTHERWISE.should_sample(*args, **kwargs)
+
+    def get_description(self) -> str:
+        return "WhileATestRuns"
+
+
+OTHERWISE = ParentBased(ALWAYS_OFF)
+SAMPLER = WhileATestRuns()
+TRACER_PROVIDER = TracerProvider(sampler=SAMPLER)
 TRACER_PROVIDER.add_span_processor(SimpleSpanProcessor(EXPORTER))
 METER_PROVIDER = MeterProvider(metric_readers=[READER])
 
@@ -74,8 +95,12 @@ def exported(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
     metrics_globals._METER_PROVIDER = METER_PROVIDER
     EXPORTER.clear()
     READER.get_metrics_data()  # forget what earlier tests measured
-    yield EXPORTER
-    EXPORTER.clear()
+    SAMPLER.on = True
+    try:
+        yield EXPORTER
+    finally:
+        SAMPLER.on = False
+        EXPORTER.clear()
 
 
 # Whether the meter provider was set in this process (the API's one `set_meter_provider`).
@@ -466,7 +491,7 @@ def test_without_http_as_over_stdio_the_sdks_span_holds_the_calls_steps_and_the_
 
     reader = User.objects.create_user("reader")
     result = McpTestClient(reader, registry=registry).call_tool("t.traced_work")
-    assert result.structured_content == {"done": "yes"}
+    assert isinstance(result, CallToolResult) and result.structured_content == {"done": "yes"}
     (server,) = spans_named("tools/call t.traced_work", SpanKind.SERVER)
     assert scope_of(server) == "mcp-python-sdk"
     steps = children_of(server)

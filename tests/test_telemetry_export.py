@@ -17,10 +17,13 @@ import anyio
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.sdk.trace import TracerProvider
 
 from .live import ROOT, LiveServer, free_port, launch, manage, stop_server
 from .mcp_client import MODES, connect
 
+# The test's own client traces with an SDK of its own (sampled, exported nowhere), not the process's global one.
+CLIENT_TRACER = TracerProvider().get_tracer("tests.client")
 SERVER = Span.SpanKind.SPAN_KIND_SERVER
 CLIENT = Span.SpanKind.SPAN_KIND_CLIENT
 # Every wait below ends on the spans arriving; this only stops a hang.
@@ -141,11 +144,18 @@ def test_the_demo_under_opentelemetry_instrument_traces_each_call_and_its_upstre
         manage(tmp_path, "shell", "-c", NO_CONFIRMATION)  # the demo asks a person before any upstream call
 
         async def calls() -> None:
+            # A client that traces: its sampled context goes in each request's `_meta` (the SDK's client puts it).
+            with CLIENT_TRACER.start_as_current_span("client work") as work:
+                traced_by.append(work.get_span_context().trace_id)
+                await calls_in_trace()
+
+        async def calls_in_trace() -> None:
             async with connect(demo.mcp_url, key, mode) as client:
                 echoed = await client.call_tool("library_echo", {"message": "traced"})
                 looked_up = await client.call_tool("helpdesk__lookup_ticket", {"ticket_id": 1})
                 assert not echoed.is_error and not looked_up.is_error, (echoed, looked_up)
 
+        traced_by: list[int] = []
         anyio.run(calls)
         spans = receiver.wait_for(
             lambda spans: (
@@ -163,6 +173,7 @@ def test_the_demo_under_opentelemetry_instrument_traces_each_call_and_its_upstre
     assert echoed["gen_ai.tool.name"] == "library_echo"
     assert echoed["gen_ai.operation.name"] == "execute_tool"
     assert echoed["mcp.protocol.version"] == version
+    assert int.from_bytes(echo.trace_id, "big") == traced_by[0]  # the client's trace, continued in the server
     children = {span.name for _, span in spans if span.parent_span_id == echo.span_id}
     assert {"mcp_expose.authenticate", "mcp_expose.policy", "mcp_expose.invoke"} <= children
 

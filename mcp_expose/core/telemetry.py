@@ -8,9 +8,10 @@ own), the children for the steps of a call, the metrics, and the client span of 
 Nothing here records arguments, results, headers or credentials: attributes are names, codes and versions. A
 tool's argument values go on its span only where its exposure row already logs them (`log_argument_values`).
 
-Every helper first asks `tracing()` or `metering()`, which only look at the global providers: until a deployment
+The edge asks `tracing()` once per request (it looks at the global provider) and times the request only then;
+what follows asks `timed(scope)`, or `recording()` (whether the current span records). Until a deployment
 configures an OpenTelemetry SDK (`opentelemetry-instrument`, or its own `set_tracer_provider`), a span is a shared
-`nullcontext` and a measurement is skipped."""
+`nullcontext`; a measurement is skipped unless `metering()`."""
 
 from __future__ import annotations
 
@@ -96,6 +97,18 @@ def metering() -> bool:
     return type(provider).__name__ not in ("_ProxyMeterProvider", "NoOpMeterProvider")
 
 
+def recording() -> bool:
+    """Whether the current span records: what a child, an attribute or an error type needs. One context-variable
+    read, where `tracing()` asks the API, which reads the environment each time while no provider is set."""
+    return trace.get_current_span().is_recording()
+
+
+def timed(scope: Mapping[str, Any]) -> bool:
+    """Whether the edge timed this request, which it does only while tracing: the rest of the request's way asks
+    this instead of `tracing()` again."""
+    return LAPS_SCOPE_KEY in scope
+
+
 def now() -> int:
     """A timestamp as spans take them (nanoseconds since the epoch)."""
     return time.time_ns()
@@ -104,7 +117,7 @@ def now() -> int:
 def span(name: str, attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[Span | None]:
     """A child of the current span for a step that takes time; nothing when tracing is off. The step's exception
     is not recorded (its text may carry what a span must not): the status says error, the type says which."""
-    if not tracing():
+    if not recording():
         return NOTHING
     return _step(name, attributes)
 
@@ -228,7 +241,7 @@ def start_server_span(
 def client_span(method: str, target: str, protocol_version: str, server: str) -> Iterator[dict[str, str]]:
     """A request this server sends upstream, by hand (the SDK's client makes its own span): a client span, current
     for the block, and the trace context to put in the request's `_meta` (empty when tracing is off)."""
-    if not tracing():
+    if not recording():
         yield {}
         return
     attributes = server_attributes(method, target, protocol_version, None)
@@ -260,16 +273,17 @@ def current_traceparent() -> str | None:
 
 def failed(error_type: str) -> None:
     """The current span ended in an error of this type (a code or a kind, never a message)."""
-    if tracing():
-        current = trace.get_current_span()
+    current = trace.get_current_span()
+    if current.is_recording():
         current.set_attribute("error.type", error_type)
         current.set_status(StatusCode.ERROR)
 
 
 def annotate(attributes: Mapping[str, Any]) -> None:
     """Attributes on the current span: the request's server span (ours or the SDK's), or a task's run."""
-    if tracing():
-        trace.get_current_span().set_attributes(attributes)
+    current = trace.get_current_span()
+    if current.is_recording():
+        current.set_attributes(attributes)
 
 
 # Instruments. The conventions' names where they have one; ours under `mcp_expose.`.

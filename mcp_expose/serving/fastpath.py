@@ -233,7 +233,7 @@ async def serve_call(
 ) -> bool:
     """Run the call and send its answer, saying True; or let the SDK answer it (False)."""
     name = plain.params["name"]
-    deciding = telemetry.now() if telemetry.tracing() else 0
+    deciding = telemetry.now() if telemetry.timed(exchange.scope) else 0
     entry, reason = call_left_to_sdk(name, catalog, principal, server)
     if reason is not None or entry is None:
         if logger.isEnabledFor(logging.DEBUG):

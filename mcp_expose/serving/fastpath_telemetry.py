@@ -39,7 +39,7 @@ def server_span(plain: PlainRequest, target: str | None, scope: Scope, laps: Seq
     """The span of one request the fast path answers, current for the block; and its operation duration."""
     started = time.perf_counter()
     traced = Traced(None)
-    if not telemetry.tracing():
+    if not telemetry.timed(scope):  # not traced when it arrived
         try:
             yield traced
         finally:

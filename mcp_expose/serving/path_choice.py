@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.endpoints import Endpoint
 from mcp_expose.core.principal import PRINCIPAL_SCOPE_KEY
+from mcp_expose.core.telemetry import timed
 from mcp_expose.serving import fastpath, fastpath_legacy, fastpath_requests
 from mcp_expose.serving.edge_answers import read_body, replay, too_large
 from mcp_expose.serving.gate import Admitted
@@ -87,7 +88,7 @@ async def through_sdk(
     serving: EndpointServing, scope: Scope, receive: Receive, caller: Callable[[], AuthenticatedUser], send: Send
 ) -> None:
     """The SDK's Streamable HTTP app answers, with the caller and catalog at hand for what it asks by name."""
-    token = SDK_CALLER.set(SdkCaller(scope[PRINCIPAL_SCOPE_KEY], scope[CATALOG_SCOPE_KEY]))
+    token = SDK_CALLER.set(SdkCaller(scope[PRINCIPAL_SCOPE_KEY], scope[CATALOG_SCOPE_KEY], timed=timed(scope)))
     try:
         await serving.mcp_app({**scope, "user": caller()}, receive, send)
     finally:

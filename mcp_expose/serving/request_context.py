@@ -36,7 +36,9 @@ class SdkCaller:
     # The tool the policy allowed this caller on this request, decided when the SDK asked for its schema (to check
     # `Mcp-Param-*` headers), so that the call is not decided again.
     allowed: ToolEntry | None = None
-    # That decision, timed for the request's span (which the SDK opens after it): taken by the first to replay it.
+    # Whether the edge timed this request (tracing was on), and the decision above, timed for the request's span
+    # (which the SDK opens after it): taken by the first to replay it.
+    timed: bool = False
     laps: list[Lap] = field(default_factory=list)
 
     def allowed_for(self, principal: Principal, catalog: Catalog) -> ToolEntry | None:

@@ -272,7 +272,7 @@ def build_server(
         caller = SDK_CALLER.get()
         if caller is None:
             return None
-        deciding = telemetry.now() if telemetry.tracing() else 0
+        deciding = telemetry.now() if caller.timed else 0
         entry = caller.catalog.get(name)
         if entry is None or not decide(caller.principal, entry).allowed:
             return None

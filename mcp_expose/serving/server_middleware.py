@@ -40,7 +40,9 @@ Handler = Callable[[ServerRequestContext[Any], Any], Awaitable[Any]]
 async def continue_client_trace(ctx: ServerRequestContext[Any], call_next: Any) -> Any:
     """Outside the SDK's span: a client that sends its trace context in a `traceparent` header rather than in
     `_meta` has it continued too (the SDK's span nests under whatever context is current when `_meta` has none)."""
-    if ctx.request is None or not telemetry.tracing() or telemetry.incoming_context(ctx.meta) is not None:
+    if ctx.request is None or not telemetry.timed(ctx.request.scope):
+        return await call_next(ctx)
+    if telemetry.incoming_context(ctx.meta) is not None:
         return await call_next(ctx)
     with telemetry.attached(telemetry.incoming_context(None, ctx.request.headers)):
         return await call_next(ctx)
@@ -49,7 +51,7 @@ async def continue_client_trace(ctx: ServerRequestContext[Any], call_next: Any) 
 async def trace_details(ctx: ServerRequestContext[Any], call_next: Any) -> Any:
     """Inside the SDK's span (never a second one): the steps timed at the edge as its children, and the request's
     `mcp.server.operation.duration`."""
-    if ctx.request is not None and telemetry.tracing():
+    if ctx.request is not None and telemetry.timed(ctx.request.scope):
         telemetry.replay(telemetry.laps_of(ctx.request.scope))
         caller = SDK_CALLER.get()
         if caller is not None and caller.laps:
