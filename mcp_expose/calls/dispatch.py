@@ -297,7 +297,7 @@ async def _run(
         with telemetry.span("mcp_expose.validate_arguments"):
             validated = await validate(entry, principal, arguments, request)
         if entry.requires_confirmation and request.task_id is None:
-            with telemetry.span("mcp_expose.confirmation"):
+            with telemetry.span("mcp_expose.confirmation", expected=CLIENT_QUESTIONS):
                 await _confirm(entry, principal, arguments, request)
         if _starts_task_now(entry, request):
             assert request.start_task is not None  # (checked by _starts_task_now)

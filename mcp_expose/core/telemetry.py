@@ -114,21 +114,31 @@ def now() -> int:
     return time.time_ns()
 
 
-def span(name: str, attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[Span | None]:
+def span(
+    name: str, attributes: Mapping[str, Any] | None = None, *, expected: tuple[type[BaseException], ...] = ()
+) -> AbstractContextManager[Span | None]:
     """A child of the current span for a step that takes time; nothing when tracing is off. The step's exception
-    is not recorded (its text may carry what a span must not): the status says error, the type says which."""
+    is not recorded (its text may carry what a span must not): the status says error, the type says which.
+    `expected`: exceptions that are the step's way of answering (a question for the client), not errors."""
     if not recording():
         return NOTHING
-    return _step(name, attributes)
+    return _step(name, attributes, expected=expected)
 
 
 @contextmanager
-def _step(name: str, attributes: Mapping[str, Any] | None, kind: SpanKind = SpanKind.INTERNAL) -> Iterator[Span]:
+def _step(
+    name: str,
+    attributes: Mapping[str, Any] | None,
+    kind: SpanKind = SpanKind.INTERNAL,
+    expected: tuple[type[BaseException], ...] = (),
+) -> Iterator[Span]:
     with tracer.start_as_current_span(
         name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
     ) as current:
         try:
             yield current
+        except expected:
+            raise
         except Exception as exc:
             current.set_attribute("error.type", type(exc).__qualname__)
             current.set_status(StatusCode.ERROR)
@@ -196,11 +206,6 @@ def attached(parent: otel_context.Context | None) -> Iterator[None]:
         otel_context.detach(token)
 
 
-def inject_into(meta: dict[str, Any]) -> None:
-    """The current trace context, written into an outgoing request's `_meta` (W3C `traceparent`, `tracestate`)."""
-    inject(meta)
-
-
 def server_attributes(method: str, target: str | None, protocol_version: str | None, request_id: Any) -> dict[str, Any]:
     """A server span's attributes, as the MCP semantic conventions (and the SDK's own middleware) set them."""
     attributes: dict[str, Any] = {"mcp.method.name": method}
@@ -263,8 +268,9 @@ def link_to(traceparent: str | None) -> list[Link]:
 
 
 def current_traceparent() -> str | None:
-    """The current span's `traceparent`, to be kept with work that runs later (a task)."""
-    if not tracing():
+    """The current span's `traceparent`, to be kept with work that runs later (a task); None when it records
+    nothing."""
+    if not recording():
         return None
     carrier: dict[str, str] = {}
     inject(carrier)

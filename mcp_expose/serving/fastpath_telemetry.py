@@ -9,7 +9,7 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, StatusCode
@@ -28,10 +28,9 @@ class Traced:
 
     span: Span | None
     error_type: str | None = None
-    error_message: str | None = field(default=None, repr=False)
 
-    def failed(self, error_type: str, message: str | None = None) -> None:
-        self.error_type, self.error_message = error_type, message
+    def failed(self, error_type: str) -> None:
+        self.error_type = error_type
 
 
 @contextmanager
@@ -63,7 +62,7 @@ def server_span(plain: PlainRequest, target: str | None, scope: Scope, laps: Seq
             traced.span.set_attribute("error.type", traced.error_type)
             if telemetry.is_protocol_error(traced.error_type):
                 traced.span.set_attribute("rpc.response.status_code", traced.error_type)
-            traced.span.set_status(StatusCode.ERROR, traced.error_message)
+            traced.span.set_status(StatusCode.ERROR)
         traced.span.end()
         telemetry.record_operation(started, plain.method, target, plain.version, traced.error_type)
 
