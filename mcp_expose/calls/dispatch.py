@@ -72,6 +72,8 @@ RECORDED_CODES = frozenset(
 )
 # A call that became a task records no row of its own: its worker's run is the call's row.
 TASK_STARTED = "task_started"
+# The most of a call's argument values its span carries (where its row logs them), in characters of their JSON.
+MAX_TRACED_ARGUMENTS = 4096
 # What the metrics call a tool that is not in the catalog (or not for this caller).
 UNKNOWN_TOOL_NAME = "_unknown"
 # Raised through the dispatcher to the transport, which answers them in protocol terms.
@@ -195,8 +197,9 @@ async def call_tool(
         record.argument_bytes, record.argument_keys, record.argument_values = usage.describe_arguments(
             arguments, entry.log_argument_values
         )
-        if entry.log_argument_values:  # the span carries them where the usage log does, redacted alike
-            telemetry.annotate({"mcp_expose.tool.arguments": json.dumps(record.argument_values, default=str)})
+        if entry.log_argument_values:  # the span carries them where the usage log does, redacted alike, bounded
+            shown = json.dumps(record.argument_values, default=str)
+            telemetry.annotate({"mcp_expose.tool.arguments": shown[:MAX_TRACED_ARGUMENTS]})
         if entry.task_support == "required" and request.start_task is None and request.task_id is None:
             raise TaskRequired()
         outcome = await _run(entry, principal, arguments or {}, request)
