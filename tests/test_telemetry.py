@@ -358,7 +358,9 @@ async def test_a_tasks_run_is_a_span_of_its_own_linked_to_the_call_that_made_it(
 
 @pytest.fixture(scope="module")
 def traced_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """The bare SDK server as a real process, with its `traced` tool (it says back the trace context it got)."""
+    """The bare SDK server as a real process, with its `traced` tool (it says back the trace context it got): the
+    hop is the subject, and what arrives must have crossed a real HTTP connection into another interpreter, whose
+    own OpenTelemetry state cannot be the test's."""
     with run_upstream(tmp_path_factory.mktemp("traced-upstream"), "bare_server", UPSTREAM_TRACE_TOOL="1") as server:
         yield server
 

@@ -207,7 +207,8 @@ def attached(parent: otel_context.Context | None) -> Iterator[None]:
 
 
 def server_attributes(method: str, target: str | None, protocol_version: str | None, request_id: Any) -> dict[str, Any]:
-    """A server span's attributes, as the MCP semantic conventions (and the SDK's own middleware) set them."""
+    """A server span's attributes, as the MCP semantic conventions (and the SDK's own middleware) set them, for
+    what we answer without the SDK (calls, listings, a task's run)."""
     attributes: dict[str, Any] = {"mcp.method.name": method}
     if protocol_version:
         attributes["mcp.protocol.version"] = protocol_version
@@ -217,8 +218,6 @@ def server_attributes(method: str, target: str | None, protocol_version: str | N
         attributes["gen_ai.operation.name"] = "execute_tool"
         if target is not None:
             attributes["gen_ai.tool.name"] = target
-    elif method == "prompts/get" and target is not None:
-        attributes["gen_ai.prompt.name"] = target
     return attributes
 
 
