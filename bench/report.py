@@ -6,7 +6,7 @@ import statistics
 from typing import Any
 
 from .measure import NOISY_PERCENT
-from .workloads import CEILING_SHARE, WORKLOADS, target
+from .workloads import CEILING_SHARE, PROXY_ADDED_P50_MS, PROXY_CPU_TARGET, WORKLOADS, target
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -70,6 +70,58 @@ def judged_target(workload: Any, era: str, concurrency: int, ceiling_ratio: floa
         share = CEILING_SHARE * ceiling_ratio
         return share, rule if by_ceiling else f"{rule}; the ceiling is {ceiling_ratio:.1f}×: {CEILING_SHARE}× of it"
     return goal, rule
+
+
+def gateway_rows(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The gateway's targets, where a run measured `proxy` and `echo` in the same era and concurrency: our CPU per
+    proxied echo over our CPU per local echo, and (at one connection) the p50 a proxied call adds over calling the
+    upstream directly (the `proxy` row's baseline is that upstream, called directly)."""
+    local = {(row["era"], row["concurrency"]): row for row in table if row["workload"] == "echo"}
+    out = []
+    for row in table:
+        echo = local.get((row["era"], row["concurrency"]))
+        if row["workload"] != "proxy" or echo is None:
+            continue
+        proxied, local_cpu = row["ours"]["cpu_us_per_req"], echo["ours"]["cpu_us_per_req"]
+        cpu_ratio = proxied / local_cpu if proxied and local_cpu else None
+        added = row["ours"]["p50_ms"] - row["bare"]["p50_ms"]
+        invalid = bool(row["ours"]["failures"] or row["bare"]["failures"] or echo["ours"]["failures"])
+        out.append(
+            {
+                "era": row["era"],
+                "concurrency": row["concurrency"],
+                "proxied_cpu_us": proxied,
+                "local_cpu_us": local_cpu,
+                "cpu_ratio": cpu_ratio,
+                "cpu_verdict": "INVALID"
+                if invalid
+                else _verdict(cpu_ratio is not None and cpu_ratio <= PROXY_CPU_TARGET),
+                "added_p50_ms": added,
+                "latency_verdict": (
+                    "" if row["concurrency"] != 1 else "INVALID" if invalid else _verdict(added <= PROXY_ADDED_P50_MS)
+                ),
+            }
+        )
+    return out
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "missed"
+
+
+def gateway_markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"| gateway | era | c | ours CPU µs per proxied echo | per local echo | proxied/local (≤ {PROXY_CPU_TARGET:g}×) "
+        f"| | p50 added over calling the upstream directly (≤ {PROXY_ADDED_P50_MS:g} ms at c=1) | |",
+        "|---|---|--:|--:|--:|--:|---|--:|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| tools/call echo through our gateway | {row['era']} | {row['concurrency']} | "
+            f"{_n(row['proxied_cpu_us'], 0)} | {_n(row['local_cpu_us'], 0)} | {_n(row['cpu_ratio'], 2)}× | "
+            f"{row['cpu_verdict']} | {row['added_p50_ms']:+.2f} ms | {row['latency_verdict']} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def idle_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:

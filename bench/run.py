@@ -169,6 +169,10 @@ def main(argv: list[str]) -> int:
         "workloads": results,
     }
     print(report.markdown(table, idle))
+    gateway = report.gateway_rows(table)
+    if gateway:
+        document["gateway"] = gateway
+        print(report.gateway_markdown(gateway))
     if peers is not None:
         from bench import peer_run
 

@@ -84,10 +84,13 @@ def is_loopback_name(host: str) -> bool:
 def check_host(host: str, port: int) -> list[IPAddress]:
     """Every address `host` resolves to, each allowed; else `AddressRefused` naming the first that is not."""
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise AddressRefused(f"The host {host!r} does not resolve ({exc}).") from None
-    addresses = list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos))
+        addresses: list[IPAddress] = [ipaddress.ip_address(host)]  # an address in its usual form: nothing to look up
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as exc:
+            raise AddressRefused(f"The host {host!r} does not resolve ({exc}).") from None
+        addresses = list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos))
     for address in addresses:
         problem = address_problem(address)
         if problem is not None:

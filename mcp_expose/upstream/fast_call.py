@@ -12,11 +12,14 @@ upstream answers, hostile ones included.
   upstream) takes the SDK's client.
 - **The request is the SDK's**: its envelope (`_meta` protocol version, client info and capabilities, from the
   SDK's own constants), its headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` through the SDK's encoder),
-  over the same pooled transport (the SSRF guard, the pin, the byte bound). It carries no progress token.
+  through the same pooled transport's checks (the SSRF guard, the pin, the byte bound), over its kept-alive
+  HTTP/1.1 connections of its own (`lean_http`: httpx's pool cost more than the rest of the call). It carries no
+  progress token.
 - **The answer is read as the SDK reads it**: JSON parsed by the SDK's message adapter; an event stream read by
   httpx2's `EventSource` with the SDK's event-size limit, where only `message` events count, notifications are
   passed over (the SDK's path passes them to handlers this call does not set) and the first answer ends it; the
-  result checked by `mcp_types.methods.validate_server_result` and `CallToolResult`, as `ClientSession` does.
+  result checked against the era's wire model (what `mcp_types.methods.validate_server_result` checks) and
+  `CallToolResult`, as `ClientSession` does.
 - **Failures are raised as the SDK's client raises them** (an `MCPError` with the same code and words, a
   `ValidationError`, the transport's own exception), so `calling._classified` words both paths alike. An HTTP
   error status is returned beside them, as the SDK's path learns it from the shared transport.
@@ -26,12 +29,12 @@ upstream answers, hostile ones included.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
-import anyio
 import httpx2
 import mcp_types as types
 from mcp import MCPError
@@ -39,15 +42,19 @@ from mcp.client.session import DEFAULT_CLIENT_INFO
 from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE
 from mcp.shared.inbound import encode_header_value
 from mcp_types import jsonrpc_message_adapter
-from mcp_types.methods import validate_server_result
+from mcp_types.methods import SERVER_RESULTS
+from pydantic import TypeAdapter
 
 from mcp_expose.core.conf import get_settings
 from mcp_expose.core.errors import McpExposeError
+from mcp_expose.upstream.lean_http import LEAN
 
 MODERN = "2026-07-28"
 REQUEST_ID = 1  # one request per exchange, as the SDK numbers a fresh session's first call
 _CLIENT_INFO = DEFAULT_CLIENT_INFO.model_dump(by_alias=True, mode="json", exclude_none=True)
 _USER_AGENT = f"python-httpx2/{httpx2.__version__}"
+# What `validate_server_result` checks a 2026-07-28 `tools/call` result against, without the dump it then makes.
+_WIRE_RESULT: TypeAdapter[Any] = TypeAdapter(cast(Any, SERVER_RESULTS[("tools/call", MODERN)]))
 
 
 class Redirected(McpExposeError):  # noqa: N818  (a signal to the caller, not an error)
@@ -101,7 +108,7 @@ def request_for(
         "mcp-name": encode_header_value(tool),
     }
     content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-    return httpx2.Request("POST", _parsed(url), headers=sent, content=content)
+    return httpx2.Request("POST", _parsed(url), headers=sent, content=content, extensions={LEAN: True})
 
 
 @lru_cache(maxsize=256)
@@ -119,7 +126,7 @@ async def exchange(
     response = await transport.handle_async_request(request)
     response.request = request  # as a client sets it: the event-stream reader and errors name the request
     try:
-        with anyio.fail_after(read):
+        async with asyncio.timeout(read):  # asyncio's own (the transport is asyncio's): a third of anyio's cost
             return await _answer(response)
     except TimeoutError:
         return FastAnswer(None, MCPError(types.REQUEST_TIMEOUT, "Request timed out"), None)
@@ -148,7 +155,10 @@ async def _answer(response: httpx2.Response) -> FastAnswer:
 
 
 async def _json_message(response: httpx2.Response) -> types.JSONRPCMessage:
-    content = await response.aread()
+    # The body as it came: never compressed (the transport refuses that), so httpx's decoding layers are skipped.
+    stream = response.stream
+    assert isinstance(stream, httpx2.AsyncByteStream)  # the transport's own (`transport._Bounded`)
+    content = b"".join([chunk async for chunk in stream])
     try:
         return jsonrpc_message_adapter.validate_json(content, by_name=False)
     except ValueError as exc:
@@ -186,7 +196,7 @@ def _from_message(message: types.JSONRPCMessage) -> FastAnswer:
     ttl = raw.get("ttlMs")
     if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
         raw["ttlMs"] = 0  # as the SDK floors it
-    validate_server_result("tools/call", MODERN, raw)
+    _WIRE_RESULT.validate_python(raw, by_name=False)  # as `validate_server_result` does, the SDK's check
     return FastAnswer(types.CallToolResult.model_validate(raw, by_name=False), None, None)
 
 

@@ -50,6 +50,7 @@ class _Pooled:
     fingerprint: str
     transport: BoundedTransport
     server: str
+    target: UpstreamTarget  # the row it was made for: the same object again needs no fingerprint
     users: int = 0  # calls (and sessions) holding it now
     retired: bool = False  # replaced by a pool for the changed row: closed when its last user is done
 
@@ -110,8 +111,10 @@ class UpstreamPool:
 
     def _current(self, target: UpstreamTarget) -> _Pooled:
         pools = self.of_this_loop()
-        stamp = fingerprint(target)
         pooled = pools.get(target.pk)
+        if pooled is not None and pooled.target is target:
+            return pooled
+        stamp = fingerprint(target)
         if pooled is None or pooled.fingerprint != stamp:
             if pooled is not None:
                 pooled.retired = True
@@ -120,8 +123,10 @@ class UpstreamPool:
                 else:
                     self._retired.setdefault(asyncio.get_running_loop(), set()).add(pooled)
             transport = BoundedTransport(target.name, max_bytes=get_settings().UPSTREAM_MAX_RESULT_BYTES)
-            pooled = _Pooled(stamp, transport, target.name)
+            pooled = _Pooled(stamp, transport, target.name, target)
             pools[target.pk] = pooled
+        else:
+            pooled.target = target
         return pooled
 
     def _close_soon(self, pooled: _Pooled) -> None:

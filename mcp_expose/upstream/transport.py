@@ -24,6 +24,7 @@ from mcp_expose.core.db import in_worker_thread
 from mcp_expose.core.errors import McpExposeError
 from mcp_expose.core.ssrf_guard import AddressRefused, connectable_address
 from mcp_expose.upstream.bounded_json import UnreadableJSON, loads_listing
+from mcp_expose.upstream.lean_http import LEAN, LeanTransport
 from mcp_expose.upstream.reader import Diagnostic, ToolDefinition, read_tools
 from mcp_expose.upstream.tls import upstream_tls
 
@@ -42,7 +43,8 @@ class UpstreamRefused(McpExposeError, httpx2.TransportError):
 
 class BoundedTransport(httpx2.AsyncBaseTransport):
     """One upstream's connection pool, with the guard, the pin and the bounds above. `pages` collects the raw
-    entries of each `tools/list` page read, for discovery to read as one listing."""
+    entries of each `tools/list` page read, for discovery to read as one listing. A request marked `LEAN` (the
+    fast path's) goes over `lean_http`'s connections instead of httpx's, behind the same checks."""
 
     def __init__(self, server: str, *, max_bytes: int, inner: httpx2.AsyncBaseTransport | None = None) -> None:
         self.server = server
@@ -51,6 +53,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         self.pages: list[list[Any]] = []
         self.notes: list[Diagnostic] = []  # what was left unread of the pages (a page cut at the listing limit)
         self.refusal_status: int | None = None  # the last error status an upstream answered, for the diagnostic
+        self._lean: LeanTransport | None = None  # made on the first fast-path request
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
@@ -65,7 +68,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         listing_id = _listing_request_id(request)
         if request.method == "POST":
             self.refusal_status = None
-        response = await send_pinned(self.inner, request, host, addresses)
+        response = await send_pinned(self._carrier(request), request, host, addresses)
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             await response.aclose()
@@ -86,7 +89,16 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         return response
 
     async def aclose(self) -> None:
+        if self._lean is not None:
+            await self._lean.aclose()
         await self.inner.aclose()
+
+    def _carrier(self, request: httpx2.Request) -> httpx2.AsyncBaseTransport:
+        if not request.extensions.get(LEAN):
+            return self.inner
+        if self._lean is None:
+            self._lean = LeanTransport(upstream_tls())
+        return self._lean
 
     def _read_listing(
         self, body: bytes, content_type: str, request_id: Any, request: httpx2.Request, cut: bool
