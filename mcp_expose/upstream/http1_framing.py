@@ -14,6 +14,8 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from mcp_expose.core.errors import McpExposeError
+
 MAX_HEAD_BYTES = 100 * 1024  # an answer's status line and headers (httpcore's bound)
 MAX_CHUNK_LINE = 4096  # a chunk's size line with its extensions, and each trailer line
 READ_SIZE = 64 * 1024  # bytes asked of the socket per read of a body
@@ -27,7 +29,7 @@ _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?")
 INCOMPLETE_CHUNKED = "peer closed connection without sending complete message body: incomplete chunked read"
 
 
-class FramingError(ValueError):
+class FramingError(McpExposeError):
     """The other end's bytes are not an HTTP/1.1 answer this can frame; the message says what broke."""
 
 

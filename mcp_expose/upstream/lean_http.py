@@ -25,7 +25,6 @@ import httpx2
 
 from mcp_expose.upstream.http1_framing import (
     MAX_HEAD_BYTES,
-    Closed,
     FramingError,
     ResponseHead,
     read_body,
@@ -185,9 +184,7 @@ async def _framed(reading: Any) -> Any:
         return await reading
     except TimeoutError:
         raise httpx2.ReadTimeout("timed out") from None
-    except Closed as exc:
-        raise httpx2.RemoteProtocolError(str(exc)) from None
-    except FramingError as exc:
+    except FramingError as exc:  # `Closed` included: httpcore's words for it are its message
         raise httpx2.RemoteProtocolError(str(exc)) from None
     except OSError as exc:
         raise httpx2.ReadError(str(exc)) from None
