@@ -428,6 +428,15 @@ def test_a_host_is_judged_by_every_address_it_resolves_to() -> None:
         assert ipaddress.ip_address("127.0.0.1") in check_host("localhost", 80)
 
 
+@override_settings(MCP_EXPOSE={"UPSTREAM_ALLOWED_NETWORKS": ["fd00::/8"]})
+def test_an_address_in_the_url_is_judged_without_a_look_up_and_its_zone_hides_nothing() -> None:
+    assert check_host("93.184.215.14", 443) == [ipaddress.ip_address("93.184.215.14")]
+    with pytest.raises(AddressRefused, match="resolves to fd00:ec2::254, a cloud metadata address"):
+        check_host("fd00:ec2::254%eth0", 443)
+    with pytest.raises(AddressRefused, match="resolves to 169.254.169.254, a cloud metadata address"):
+        check_host("169.254.169.254", 80)
+
+
 # sealed secrets
 
 

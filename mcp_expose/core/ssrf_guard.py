@@ -84,7 +84,8 @@ def is_loopback_name(host: str) -> bool:
 def check_host(host: str, port: int) -> list[IPAddress]:
     """Every address `host` resolves to, each allowed; else `AddressRefused` naming the first that is not."""
     try:
-        addresses: list[IPAddress] = [ipaddress.ip_address(host)]  # an address in its usual form: nothing to look up
+        # An address in its usual form needs no look-up (its zone dropped, as below, so that no zone hides it).
+        addresses: list[IPAddress] = [ipaddress.ip_address(host.split("%", 1)[0])]
     except ValueError:
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
