@@ -37,6 +37,7 @@ LEAN = "mcp_expose.lean_http"
 IDLE_EXPIRY = 5.0  # seconds an idle connection is kept (httpx's default keep-alive expiry)
 MAX_IDLE = 20  # idle connections kept per origin (httpx's default)
 MAX_CONNECTIONS = 100  # connections open at once per origin (httpx's default); more calls wait for one
+CLOSE_WAIT = 1.0  # seconds a closing connection may take before it is aborted
 
 Origin = tuple[str, str, int, str]
 
@@ -58,10 +59,14 @@ class _Connection:
         )
 
     async def closed(self) -> None:
-        """Closed, and waited for: a socket closed in a loop that then ends is otherwise never released."""
+        """Closed, and waited for: a socket closed in a loop that then ends is otherwise never released. An
+        upstream that leaves TLS's closing exchange unanswered is cut off after CLOSE_WAIT seconds."""
         self.writer.close()
         try:
-            await self.writer.wait_closed()
+            async with asyncio.timeout(CLOSE_WAIT):
+                await self.writer.wait_closed()
+        except TimeoutError:
+            self.writer.transport.abort()
         except Exception:  # noqa: BLE001, S110  (whatever the connection died of, it is closed now)
             pass
 
